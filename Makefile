@@ -1,0 +1,20 @@
+# The two commands of the README: `make eval` runs the main job, `make test` runs the tests.
+# Both install what they need first (scripts/install.sh is idempotent and fast when up to date).
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install eval test doctor bench
+install:
+	@scripts/install.sh
+
+eval: install
+	$(VENV)/bin/sgvla doctor
+
+test: install
+	$(PY) -m pytest
+
+doctor: install
+	$(VENV)/bin/sgvla doctor
+
+bench: install
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

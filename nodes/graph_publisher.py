@@ -1,0 +1,56 @@
+"""Publish scene graphs from a JSONL file of graph records (replay of recorded or VLM graphs)."""
+
+import json
+from pathlib import Path
+
+import rclpy
+from rclpy.node import Node
+
+from sgvla_interfaces.msg import SceneGraph
+from sgvla_ros.conversions import record_to_msg
+from sgvla_ros.qos import RELIABLE
+
+
+class GraphPublisher(Node):
+    def __init__(self):
+        super().__init__("graph_publisher")
+        self.declare_parameter("input", "")
+        self.declare_parameter("topic", "scene_graph")
+        self.declare_parameter("rate_hz", 10.0)
+        self.declare_parameter("wait_for_subscribers", 0)
+        path = Path(self.get_parameter("input").value)
+        if not path.is_file():
+            raise FileNotFoundError(f"graph_publisher: input file not found: '{path}'")
+        self.records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        self.wait_for = self.get_parameter("wait_for_subscribers").value
+        self.publisher = self.create_publisher(SceneGraph, self.get_parameter("topic").value, RELIABLE)
+        self.index = 0
+        self.timer = self.create_timer(1.0 / self.get_parameter("rate_hz").value, self.tick)
+
+    def tick(self):
+        if self.publisher.get_subscription_count() < self.wait_for:
+            return
+        if self.index == len(self.records):
+            self.get_logger().info(f"published {self.index} graphs")
+            self.timer.cancel()
+            raise SystemExit(0)
+        msg = record_to_msg(self.records[self.index])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.publisher.publish(msg)
+        self.index += 1
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = GraphPublisher()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

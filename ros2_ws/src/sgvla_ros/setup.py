@@ -1,0 +1,41 @@
+"""ament_python package installing the sgvla nodes (nodes/), launch files, config and URDF.
+
+The package directories are symlinks to the repository's top-level folders, so the nodes,
+launch files and config that `colcon build` installs are the same files `sgvla launch` runs.
+"""
+
+from glob import glob
+
+from setuptools import setup
+
+PACKAGE = "sgvla_ros"
+
+# Node executables: `ros2 run sgvla_ros <name>`. The launch files and `sgvla launch` name these.
+NODES = {
+    "graph_publisher": "sgvla_ros.graph_publisher:main",
+    "graph_recorder": "sgvla_ros.graph_recorder:main",
+}
+
+
+def data(folder: str, pattern: str) -> tuple[str, list[str]]:
+    return (f"share/{PACKAGE}/{folder}", sorted(glob(f"{folder}/{pattern}", recursive=True)))
+
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=[PACKAGE],
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        data("launch", "*.launch.py"),
+        data("config", "*.yaml"),
+        data("config", "*.xml"),
+        data("urdf", "*.urdf"),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    description="ROS 2 nodes of sgvla",
+    license="Apache-2.0",
+    entry_points={"console_scripts": [f"{name} = {target}" for name, target in NODES.items()]},
+)
