@@ -1,0 +1,244 @@
+"""Projected 2D boxes of objects made of oriented geoms, as the reference computes them.
+
+Conventions (robosuite / LIBERO):
+
+- ``Camera.cam_to_world`` is the camera pose in the world, OpenCV axes (z forward,
+  y down), i.e. what ``robosuite.utils.camera_utils.get_camera_extrinsic_matrix``
+  returns; ``Camera.K`` is ``get_camera_intrinsic_matrix`` (fx, fy, cx, cy).
+- A geom contributes the 8 corners ``center + R @ (+-half_size)`` of its box;
+  MuJoCo ``geom_size`` is used as half-sizes for every geom type, like the reference.
+- Corners are moved to the camera frame with ``inv(cam_to_world)``; corners with
+  camera z <= ``min_depth`` are dropped; the rest are projected with
+  ``u = fx*x/z + cx`` and ``v = H - (fy*y/z + cy)``: rows count from the bottom,
+  which is how LIBERO stores its (OpenGL-rendered, upside-down) images, and the
+  released boxes use the stored images. Both are truncated toward zero.
+- The box of the surviving corners is padded by ``pad_px``, discarded when wider
+  than ``max_box_scale * W`` or taller than ``max_box_scale * H`` (projection
+  artifacts of corners just in front of the camera), clamped to ``[0, W] x [0, H]``
+  and kept only when ``x1 < x2`` and ``y1 < y2``. Objects without a box are not
+  visible in that camera.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sgvla.scene_graph.relations import RelationParams
+
+_CORNER_SIGNS = np.array(
+    [(sx, sy, sz) for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)]
+)
+# Pixel coordinates are clipped here before the integer cast: far beyond any
+# image, so boxes that reach it are discarded or off-image either way.
+_PIXEL_LIMIT = float(2**40)
+_CHUNK_FRAMES = 512
+
+
+@dataclass(frozen=True, eq=False)
+class Camera:
+    """Pinhole camera; ``cam_to_world`` is (4, 4), or (F, 4, 4) for a moving camera in batches."""
+
+    name: str
+    K: np.ndarray
+    cam_to_world: np.ndarray
+    width: int
+    height: int
+
+    def __post_init__(self) -> None:
+        K = np.asarray(self.K, dtype=np.float64)
+        pose = np.asarray(self.cam_to_world, dtype=np.float64)
+        if K.shape != (3, 3):
+            raise ValueError(f"camera {self.name!r}: K must be 3x3, got shape {K.shape}")
+        if pose.shape[-2:] != (4, 4) or pose.ndim not in (2, 3):
+            raise ValueError(f"camera {self.name!r}: cam_to_world must be (4, 4) or (F, 4, 4), got {pose.shape}")
+        if int(self.width) <= 0 or int(self.height) <= 0:
+            raise ValueError(f"camera {self.name!r}: image size must be positive, got {self.width}x{self.height}")
+        object.__setattr__(self, "K", K)
+        object.__setattr__(self, "cam_to_world", pose)
+        object.__setattr__(self, "width", int(self.width))
+        object.__setattr__(self, "height", int(self.height))
+
+    def world_to_camera(self) -> np.ndarray:
+        """The inverse extrinsic, computed like the reference (``np.linalg.inv``)."""
+        return np.linalg.inv(self.cam_to_world)
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectGeoms:
+    """One object's geoms in one frame, world frame: centers (G, 3), rotations (G, 3, 3), half_sizes (G, 3)."""
+
+    centers: np.ndarray
+    rotations: np.ndarray
+    half_sizes: np.ndarray
+
+    def __post_init__(self) -> None:
+        centers = np.asarray(self.centers, dtype=np.float64).reshape(-1, 3)
+        g = len(centers)
+        rotations = np.asarray(self.rotations, dtype=np.float64)
+        half_sizes = np.asarray(self.half_sizes, dtype=np.float64)
+        if rotations.shape != (g, 3, 3):
+            raise ValueError(f"rotations must have shape ({g}, 3, 3), got {rotations.shape}")
+        if half_sizes.shape != (g, 3):
+            raise ValueError(f"half_sizes must have shape ({g}, 3), got {half_sizes.shape}")
+        object.__setattr__(self, "centers", centers)
+        object.__setattr__(self, "rotations", rotations)
+        object.__setattr__(self, "half_sizes", half_sizes)
+
+
+@dataclass(frozen=True, eq=False)
+class GeomBatch:
+    """Geoms of N objects over F frames, flat: geom g belongs to object ``geom_object[g]``.
+
+    ``centers`` (F, G, 3) and ``rotations`` (F, G, 3, 3) change per frame;
+    ``half_sizes`` (G, 3) and the geom -> object map do not.
+    """
+
+    geom_object: np.ndarray
+    centers: np.ndarray
+    rotations: np.ndarray
+    half_sizes: np.ndarray
+    n_objects: int
+    _order: np.ndarray = field(init=False, repr=False)
+    _starts: np.ndarray = field(init=False, repr=False)
+    _present: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        geom_object = np.asarray(self.geom_object, dtype=np.intp).reshape(-1)
+        g = len(geom_object)
+        centers = np.asarray(self.centers, dtype=np.float64)
+        rotations = np.asarray(self.rotations, dtype=np.float64)
+        half_sizes = np.asarray(self.half_sizes, dtype=np.float64)
+        if centers.ndim != 3 or centers.shape[1:] != (g, 3):
+            raise ValueError(f"centers must have shape (F, {g}, 3), got {centers.shape}")
+        if rotations.shape != (len(centers), g, 3, 3):
+            raise ValueError(f"rotations must have shape ({len(centers)}, {g}, 3, 3), got {rotations.shape}")
+        if half_sizes.shape != (g, 3):
+            raise ValueError(f"half_sizes must have shape ({g}, 3), got {half_sizes.shape}")
+        if g and (geom_object.min() < 0 or geom_object.max() >= self.n_objects):
+            raise ValueError(f"geom_object values must lie in [0, {self.n_objects}), got {geom_object.min()}..{geom_object.max()}")
+        order = np.argsort(geom_object, kind="stable")
+        counts = np.bincount(geom_object, minlength=self.n_objects)
+        present = counts > 0
+        starts = (np.cumsum(counts) - counts)[present]
+        for name, value in (
+            ("geom_object", geom_object), ("centers", centers), ("rotations", rotations),
+            ("half_sizes", half_sizes), ("_order", order), ("_starts", starts), ("_present", present),
+        ):
+            object.__setattr__(self, name, value)
+
+    @property
+    def n_frames(self) -> int:
+        return len(self.centers)
+
+    @classmethod
+    def from_objects(cls, objects: Sequence[ObjectGeoms]) -> GeomBatch:
+        """One frame from per-object geoms."""
+        geom_object = np.concatenate(
+            [np.full(len(o.centers), i, dtype=np.intp) for i, o in enumerate(objects)] or [np.zeros(0, np.intp)]
+        )
+        def stack(attr: str, shape: tuple[int, ...]) -> np.ndarray:
+            parts = [getattr(o, attr) for o in objects]
+            return np.concatenate(parts) if parts else np.zeros((0, *shape))
+        return cls(
+            geom_object=geom_object,
+            centers=stack("centers", (3,))[None],
+            rotations=stack("rotations", (3, 3))[None],
+            half_sizes=stack("half_sizes", (3,)),
+            n_objects=len(objects),
+        )
+
+
+def project_boxes_batch(
+    geoms: GeomBatch, camera: Camera, params: RelationParams = RelationParams()
+) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes (F, N, 4) int64 ``[x1, y1, x2, y2]`` and visibility (F, N) of every object.
+
+    Boxes of objects that are not visible are zero.
+    """
+    frames, n = geoms.n_frames, geoms.n_objects
+    world_to_cam = camera.world_to_camera()
+    if world_to_cam.ndim == 3 and len(world_to_cam) != frames:
+        raise ValueError(f"camera {camera.name!r} has {len(world_to_cam)} poses for {frames} frames")
+    boxes = np.zeros((frames, n, 4), dtype=np.int64)
+    visible = np.zeros((frames, n), dtype=bool)
+    if not geoms._present.any():
+        return boxes, visible
+    order = geoms._order
+    half = geoms.half_sizes[order]
+    for start in range(0, frames, _CHUNK_FRAMES):
+        stop = min(start + _CHUNK_FRAMES, frames)
+        pose = world_to_cam if world_to_cam.ndim == 2 else world_to_cam[start:stop]
+        chunk_boxes, chunk_visible = _project_chunk(
+            geoms.centers[start:stop, order],
+            geoms.rotations[start:stop, order],
+            half,
+            geoms._starts * len(_CORNER_SIGNS),
+            pose,
+            camera,
+            params,
+        )
+        boxes[start:stop, geoms._present] = chunk_boxes
+        visible[start:stop, geoms._present] = chunk_visible
+    return boxes, visible
+
+
+def _project_chunk(
+    centers: np.ndarray,
+    rotations: np.ndarray,
+    half: np.ndarray,
+    corner_starts: np.ndarray,
+    world_to_cam: np.ndarray,
+    camera: Camera,
+    params: RelationParams,
+) -> tuple[np.ndarray, np.ndarray]:
+    f = len(centers)
+    # Corner k of geom g: center + sum_j R[:, j] * (half_j * sign_kj), summed over j in order.
+    scaled = rotations * half[None, :, None, :]
+    signs = _CORNER_SIGNS
+    offsets = (
+        signs[:, 0, None] * scaled[:, :, None, :, 0]
+        + signs[:, 1, None] * scaled[:, :, None, :, 1]
+        + signs[:, 2, None] * scaled[:, :, None, :, 2]
+    )
+    corners = (centers[:, :, None, :] + offsets).reshape(f, -1, 3)
+    m = world_to_cam[:, None] if world_to_cam.ndim == 3 else world_to_cam[None, None]
+    px, py, pz = corners[..., 0], corners[..., 1], corners[..., 2]
+
+    def row(i: int) -> np.ndarray:
+        return m[..., i, 0] * px + m[..., i, 1] * py + m[..., i, 2] * pz + m[..., i, 3]
+
+    x, y, z = row(0), row(1), row(2)
+    valid = z > params.min_depth
+    z = np.where(valid, z, 1.0)
+    K = camera.K
+    u = K[0, 0] * x / z + K[0, 2]
+    v = camera.height - (K[1, 1] * y / z + K[1, 2])
+    u = np.clip(u, -_PIXEL_LIMIT, _PIXEL_LIMIT).astype(np.int64)
+    v = np.clip(v, -_PIXEL_LIMIT, _PIXEL_LIMIT).astype(np.int64)
+    big = np.int64(2**62)
+    has_point = np.logical_or.reduceat(valid, corner_starts, axis=1)
+    x1 = np.minimum.reduceat(np.where(valid, u, big), corner_starts, axis=1) - params.pad_px
+    y1 = np.minimum.reduceat(np.where(valid, v, big), corner_starts, axis=1) - params.pad_px
+    x2 = np.maximum.reduceat(np.where(valid, u, -big), corner_starts, axis=1) + params.pad_px
+    y2 = np.maximum.reduceat(np.where(valid, v, -big), corner_starts, axis=1) + params.pad_px
+    oversize = ((x2 - x1) > camera.width * params.max_box_scale) | (
+        (y2 - y1) > camera.height * params.max_box_scale
+    )
+    x1, y1 = np.maximum(x1, 0), np.maximum(y1, 0)
+    x2, y2 = np.minimum(x2, camera.width), np.minimum(y2, camera.height)
+    visible = has_point & ~oversize & (x1 < x2) & (y1 < y2)
+    boxes = np.stack([x1, y1, x2, y2], axis=-1) * visible[..., None]
+    return boxes, visible
+
+
+def project_boxes(
+    objects: Sequence[ObjectGeoms], camera: Camera, params: RelationParams = RelationParams()
+) -> tuple[np.ndarray, np.ndarray]:
+    """One frame: boxes (N, 4) int64 and visibility (N,) of each object's geoms."""
+    if camera.cam_to_world.ndim == 3 and len(camera.cam_to_world) != 1:
+        raise ValueError(f"camera {camera.name!r} has {len(camera.cam_to_world)} poses; one frame needs one")
+    boxes, visible = project_boxes_batch(GeomBatch.from_objects(objects), camera, params)
+    return boxes[0], visible[0]
