@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sgvla.scene_graph.projection import Camera, GeomBatch, ObjectGeoms, project_boxes_batch
-from sgvla.scene_graph.relations import GraphDecoder, RelationParams, assign_relations_batch, one_frame
+from sgvla.scene_graph.codec import GraphDecoder
+from sgvla.scene_graph.relations import RelationParams, assign_relations_batch, one_frame
 from sgvla.scene_graph.triplet import Graph
 
 Box = tuple[int, int, int, int]
@@ -41,7 +42,7 @@ class ViewBatch:
     relations: np.ndarray
 
     def graphs(self) -> list[Graph]:
-        return GraphDecoder(self.names).graphs(self.relations)
+        return GraphDecoder(self.names).graphs_from_relations(self.relations)
 
     def frame(self, index: int) -> ViewGraph:
         boxes = {
@@ -49,7 +50,7 @@ class ViewBatch:
             for i, name in enumerate(self.names)
             if self.visible[index, i]
         }
-        graph = GraphDecoder(self.names).graphs(self.relations[index : index + 1])[0]
+        graph = GraphDecoder(self.names).graphs_from_relations(self.relations[index : index + 1])[0]
         return ViewGraph(self.camera, graph, boxes)  # type: ignore[arg-type]
 
 

@@ -30,8 +30,8 @@ Over frames tagged with a task id:
   families: (s, r, o) with r the second relation of its pair becomes (o, inv(r), s),
   duplicates merge, then the same scoring (renaming chosen anew) runs.
 
-Ratios are pooled over all frames. Triplets are encoded as integers so that the
-scoring of 100k+ frames is a handful of array operations.
+Ratios are pooled over all frames. Graphs are encoded as relation masks
+(:mod:`sgvla.scene_graph.codec`), so scoring 100k+ frames is a handful of array operations.
 """
 
 from __future__ import annotations
@@ -39,14 +39,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
-from itertools import chain
 
 import numpy as np
 
+from sgvla.scene_graph.codec import FIRST_OF_PAIR, INVERSE_BITS, TripletCodec
 from sgvla.scene_graph.ontology import RELATION_INDEX, RELATIONS, Ontology
 from sgvla.scene_graph.triplet import Graph, Triplet
-
-_R = len(RELATIONS)
 
 
 def _ratio(num: int, den: int, empty: float) -> float:
@@ -106,72 +104,39 @@ class BenchmarkScores:
         return data
 
 
-class TripletCodec:
-    """Integer codes of the triplets over an ontology: ``(s * N + o) * 8 + r``.
-
-    Also holds the code permutations the metrics need: instance renamings, the
-    reversal (s, r, o) -> (o, r, s), the inverse (s, r, o) -> (s, inv r, o) and the
-    partner (s, r, o) -> (o, inv r, s).
-    """
-
-    def __init__(self, ontology: Ontology) -> None:
-        objects = ontology.objects
-        n = len(objects)
-        index = {name: i for i, name in enumerate(objects)}
-        self.objects = objects
-        self.size = n * n * _R
-        codes = np.arange(self.size)
-        s, o, r = codes // (n * _R), (codes // _R) % n, codes % _R
-        self.relation = r
-        self.subject = s
-        self.object = o
-        self.reverse = (o * n + s) * _R + r
-        self.inverse = (s * n + o) * _R + (r ^ 1)
-        self.partner = (o * n + s) * _R + (r ^ 1)
-        renamings = []
-        for mapping in ontology.assignments():
-            perm = np.array([index[mapping.get(name, name)] for name in objects])
-            renamings.append((perm[s] * n + perm[o]) * _R + r)
-        self.renamings = np.stack(renamings)
-        self._code = {
-            Triplet(objects[a], RELATIONS[k], objects[b]): (a * n + b) * _R + k
-            for a in range(n) for b in range(n) for k in range(_R)
-        }
-
-    def encode(self, graphs: Sequence[Iterable[Triplet]]) -> np.ndarray:
-        """(F, size) bool membership matrix; a triplet outside the ontology is a ValueError."""
-        graphs = [g.triplets if isinstance(g, Graph) else tuple(g) for g in graphs]
-        lengths = np.fromiter(map(len, graphs), dtype=np.intp, count=len(graphs))
-        flat = list(chain.from_iterable(graphs))
-        try:
-            cols = np.fromiter(map(self._code.__getitem__, flat), dtype=np.intp, count=len(flat))
-        except KeyError as exc:
-            raise ValueError(f"triplet {tuple(exc.args[0])} is not over objects {list(self.objects)}") from exc
-        except TypeError as exc:
-            raise ValueError(f"graphs must hold (subject, relation, object) triplets: {exc}") from exc
-        rows = np.repeat(np.arange(len(graphs)), lengths)
-        member = np.zeros((len(graphs), self.size), dtype=bool)
-        member[rows, cols] = True
-        return member
-
-
 @lru_cache(maxsize=16)
-def codec_for(ontology: Ontology) -> TripletCodec:
-    return TripletCodec(ontology)
+def _codec(ontology: Ontology) -> tuple[TripletCodec, tuple[np.ndarray, ...]]:
+    """The ontology's codec, and for each allowed renaming the index array that applies it."""
+    index = {name: i for i, name in enumerate(ontology.objects)}
+    renamings = []
+    for mapping in ontology.assignments():
+        source = {new: old for old, new in mapping.items()}
+        renamings.append(np.array([index[source.get(name, name)] for name in ontology.objects]))
+    return TripletCodec(ontology.objects), tuple(renamings)
 
 
-def _by_relation(bits: np.ndarray) -> np.ndarray:
-    """View (F, size) codes as (F, pairs, relation)."""
-    return bits.reshape(len(bits), -1, _R)
+def encode(graphs: Iterable[Iterable[Triplet]], ontology: Ontology) -> np.ndarray:
+    """(F, N, N) relation masks of graphs over the ontology's objects (see :mod:`codec`)."""
+    return _codec(ontology)[0].encode(graphs)
 
 
-def _choose_renaming(pred: np.ndarray, ref: np.ndarray, codec: TripletCodec) -> tuple[np.ndarray, np.ndarray]:
+def _count(masks: np.ndarray) -> np.ndarray:
+    """Triplets per frame."""
+    return np.bitwise_count(masks).sum(axis=(1, 2), dtype=np.int64)
+
+
+def _partner(masks: np.ndarray) -> np.ndarray:
+    """(s, r, o) -> (o, inv(r), s): the same fact written the other way round."""
+    return INVERSE_BITS[masks.transpose(0, 2, 1)]
+
+
+def _choose_renaming(pred: np.ndarray, ref: np.ndarray, ontology: Ontology) -> tuple[np.ndarray, np.ndarray]:
     """The prediction under its best renaming, and which renaming (0 = identity) won."""
-    if len(codec.renamings) == 1:
+    renamings = _codec(ontology)[1]
+    if len(renamings) == 1:
         return pred, np.zeros(len(pred), dtype=np.intp)
-    candidates = [pred[:, perm_inverse] for perm_inverse in np.argsort(codec.renamings, axis=1)]
-    tp = np.stack([(c & ref).sum(axis=1) for c in candidates], axis=1)
-    choice = tp.argmax(axis=1)
+    candidates = [pred[:, perm][:, :, perm] for perm in renamings]
+    choice = np.stack([_count(c & ref) for c in candidates], axis=1).argmax(axis=1)
     chosen = candidates[0].copy()
     for k in range(1, len(candidates)):
         rows = choice == k
@@ -181,48 +146,50 @@ def _choose_renaming(pred: np.ndarray, ref: np.ndarray, codec: TripletCodec) -> 
 
 def score_frame(pred: Graph, ref: Graph, ontology: Ontology) -> FrameScore:
     """Exact-triplet P/R/F1 of one frame under the best instance renaming."""
-    codec = codec_for(ontology)
-    pred_bits, ref_bits = codec.encode([pred]), codec.encode([ref])
-    chosen, choice = _choose_renaming(pred_bits, ref_bits, codec)
-    tp = int((chosen & ref_bits).sum())
-    prf = PRF.from_counts(tp, int(chosen.sum()) - tp, int(ref_bits.sum()) - tp)
+    pred_masks, ref_masks = encode([pred], ontology), encode([ref], ontology)
+    chosen, choice = _choose_renaming(pred_masks, ref_masks, ontology)
+    tp = int(_count(chosen & ref_masks)[0])
+    prf = PRF.from_counts(tp, int(_count(chosen)[0]) - tp, int(_count(ref_masks)[0]) - tp)
     return FrameScore(prf.tp, prf.fp, prf.fn, prf.precision, prf.recall, prf.f1, bool(choice[0]))
 
 
 def aggregate(frames: Iterable[tuple[Hashable, Graph, Graph]], ontology: Ontology) -> BenchmarkScores:
     """Benchmark scores of ``(task_id, prediction, reference)`` frames."""
     frames = list(frames)
-    codec = codec_for(ontology)
     tasks = [task for task, _, _ in frames]
-    pred = codec.encode([p for _, p, _ in frames])
-    ref = codec.encode([r for _, _, r in frames])
-    return aggregate_encoded(tasks, pred, ref, codec)
+    pred = encode([p for _, p, _ in frames], ontology)
+    ref = encode([r for _, _, r in frames], ontology)
+    return aggregate_encoded(tasks, pred, ref, ontology)
 
 
 def aggregate_encoded(
-    tasks: Sequence[Hashable], pred: np.ndarray, ref: np.ndarray, codec: TripletCodec
+    tasks: Sequence[Hashable], pred: np.ndarray, ref: np.ndarray, ontology: Ontology
 ) -> BenchmarkScores:
-    """:func:`aggregate` on matrices from :meth:`TripletCodec.encode`."""
+    """:func:`aggregate` on relation masks from :func:`encode`."""
+    n = len(ontology.objects)
     if len(tasks) == 0:
         raise ValueError("no frames to score")
-    if pred.shape != ref.shape or pred.shape != (len(tasks), codec.size):
-        raise ValueError(f"pred {pred.shape} and ref {ref.shape} must both be ({len(tasks)}, {codec.size})")
-    scores = _score(tasks, pred, ref, codec, RELATIONS)
-    first = codec.relation % 2 == 0
-    pred_u = (pred | pred[:, codec.partner]) & first
-    ref_u = (ref | ref[:, codec.partner]) & first
-    unidirectional = _score(tasks, pred_u, ref_u, codec, RELATIONS[::2])
+    if pred.shape != (len(tasks), n, n) or ref.shape != pred.shape:
+        raise ValueError(f"pred {pred.shape} and ref {ref.shape} must both be ({len(tasks)}, {n}, {n})")
+    scores = _score(tasks, pred, ref, ontology, RELATIONS)
+    pred_u = (pred | _partner(pred)) & FIRST_OF_PAIR
+    ref_u = (ref | _partner(ref)) & FIRST_OF_PAIR
+    unidirectional = _score(tasks, pred_u, ref_u, ontology, RELATIONS[::2])
     return replace(scores, unidirectional=unidirectional)
 
 
+def _relation_counts(masks: np.ndarray) -> np.ndarray:
+    """Triplets of each relation over all frames: (8,)."""
+    bits = np.unpackbits(masks.reshape(-1, 1), axis=1, bitorder="little")
+    return bits.sum(axis=0, dtype=np.int64)
+
+
 def _score(
-    tasks: Sequence[Hashable], pred: np.ndarray, ref: np.ndarray, codec: TripletCodec, relations: Sequence[str]
+    tasks: Sequence[Hashable], pred: np.ndarray, ref: np.ndarray, ontology: Ontology, relations: Sequence[str]
 ) -> BenchmarkScores:
-    chosen, choice = _choose_renaming(pred, ref, codec)
+    chosen, choice = _choose_renaming(pred, ref, ontology)
     hit = chosen & ref
-    tp = hit.sum(axis=1)
-    n_pred = chosen.sum(axis=1)
-    n_ref = ref.sum(axis=1)
+    tp, n_pred, n_ref = _count(hit), _count(chosen), _count(ref)
     both = n_pred + n_ref
     frame_f1 = np.where(both > 0, 2 * tp / np.maximum(both, 1), 1.0)
 
@@ -230,43 +197,41 @@ def _score(
     task_index = {task: i for i, task in enumerate(task_keys)}
     task_of = np.fromiter((task_index[t] for t in tasks), dtype=np.intp, count=len(tasks))
     task_f1 = np.bincount(task_of, weights=frame_f1) / np.bincount(task_of)
-    per_task = {task: float(task_f1[i]) for i, task in enumerate(task_keys)}
 
     TP, P, REF = int(tp.sum()), int(n_pred.sum()), int(n_ref.sum())
-    frames = len(tasks)
-    present = _by_relation(chosen).any(axis=1)
-    covered = int((_by_relation(ref) & present[:, None, :]).sum())
-    wrong = chosen & ~ref
-    reversals = int((wrong & (ref[:, codec.reverse] | ref[:, codec.inverse])).sum())
-    pairs = ref & ref[:, codec.partner] & (codec.relation % 2 == 0)
-    consistent = int((pairs & chosen & chosen[:, codec.partner]).sum())
+    present = np.bitwise_or.reduce(chosen.reshape(len(chosen), -1), axis=1)
+    covered = int(_count(ref & present[:, None, None]).sum())
+    opposite = ref.transpose(0, 2, 1) | INVERSE_BITS[ref]
+    reversals = int(_count(chosen & ~ref & opposite).sum())
+    pairs = ref & _partner(ref) & FIRST_OF_PAIR
+    consistent = int(_count(pairs & chosen & _partner(chosen)).sum())
 
-    hit_r, pred_r, ref_r = (_by_relation(b).sum(axis=(0, 1)) for b in (hit, chosen, ref))
+    hit_r, pred_r, ref_r = (_relation_counts(m) for m in (hit, chosen, ref))
     per_relation = {}
     for name in relations:
         k = RELATION_INDEX[name]
         t = int(hit_r[k])
         per_relation[name] = PRF.from_counts(t, int(pred_r[k]) - t, int(ref_r[k]) - t)
-    ref_code, hit_code = ref.sum(axis=0), hit.sum(axis=0)
+    ref_cells = np.bitwise_count(ref).sum(axis=0, dtype=np.int64)
+    hit_cells = np.bitwise_count(hit).sum(axis=0, dtype=np.int64)
     per_object = {}
-    for i, name in enumerate(codec.objects):
-        involved = (codec.subject == i) | (codec.object == i)
-        support = int(ref_code[involved].sum())
+    for i, name in enumerate(ontology.objects):
+        support = int(ref_cells[i].sum() + ref_cells[:, i].sum() - ref_cells[i, i])
         if support:
-            per_object[name] = int(hit_code[involved].sum()) / support
+            found = int(hit_cells[i].sum() + hit_cells[:, i].sum() - hit_cells[i, i])
+            per_object[name] = found / support
 
     return BenchmarkScores(
-        n_frames=frames,
+        n_frames=len(tasks),
         mean_task_f1=float(task_f1.mean()),
         macro_f1=float(frame_f1.mean()),
         micro=PRF.from_counts(TP, P - TP, REF - TP),
-        per_task_f1=per_task,
+        per_task_f1={task: float(task_f1[i]) for i, task in enumerate(task_keys)},
         coverage=_ratio(covered, REF, 1.0),
         hallucination_rate=_ratio(P - TP, P, 0.0),
         reversal_rate=_ratio(reversals, P, 0.0),
-        direction_consistency=_ratio(consistent, int(pairs.sum()), 1.0),
+        direction_consistency=_ratio(consistent, int(_count(pairs).sum()), 1.0),
         per_relation=per_relation,
         per_object_recall=per_object,
         swapped_frames=int((choice > 0).sum()),
     )
-

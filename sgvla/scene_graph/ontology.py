@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from sgvla.paths import CONFIG_DIR
+
 RELATIONS: tuple[str, ...] = (
     "is_left_of",
     "is_right_of",
@@ -29,7 +31,6 @@ INVERSE: dict[str, str] = {name: RELATIONS[i ^ 1] for i, name in enumerate(RELAT
 # The paper's four families are named after the first relation of each pair.
 FAMILIES: dict[str, str] = {name: RELATIONS[i & ~1] for i, name in enumerate(RELATIONS)}
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 ONTOLOGY_DIR = CONFIG_DIR / "ontology"
 
 MAX_ASSIGNMENTS = 64

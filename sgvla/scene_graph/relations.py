@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sgvla.scene_graph.codec import GraphDecoder, unique_names
 from sgvla.scene_graph.ontology import RELATION_INDEX, RELATIONS
-from sgvla.scene_graph.triplet import Graph, Triplet
+from sgvla.scene_graph.triplet import Graph
 
 NO_RELATION = -1
 LEFT, RIGHT, FRONT, BEHIND, ON_TOP, BELOW, INSIDE, CONTAINS = (
@@ -61,13 +62,6 @@ def is_drawer_task(task: str, params: RelationParams) -> bool:
     return params.drawer_task_marker.lower() in task.replace("_", " ").lower()
 
 
-def _check_names(names: Sequence[str]) -> tuple[str, ...]:
-    names = tuple(names)
-    if len(set(names)) != len(names):
-        raise ValueError(f"object names must be unique, got {list(names)}")
-    return names
-
-
 def assign_relations_batch(
     names: Sequence[str],
     positions: np.ndarray,
@@ -82,7 +76,7 @@ def assign_relations_batch(
     ``[x1, y1, x2, y2]``, ``visible`` (F, N). Entry [f, a, b] is the relation of
     ``(names[a], ?, names[b])`` (index into ``RELATIONS``).
     """
-    names = _check_names(names)
+    names = unique_names(names)
     n = len(names)
     positions = np.asarray(positions, dtype=np.float64)
     boxes = np.asarray(boxes, dtype=np.int64)
@@ -95,38 +89,39 @@ def assign_relations_batch(
     if visible.shape != (frames, n):
         raise ValueError(f"visible must have shape ({frames}, {n}), got {visible.shape}")
 
-    pair = visible[:, :, None] & visible[:, None, :] & ~np.eye(n, dtype=bool)
-    x1, y1, x2, y2 = (boxes[..., k] for k in range(4))
-    iw = np.minimum(x2[:, :, None], x2[:, None, :]) - np.maximum(x1[:, :, None], x1[:, None, :])
-    ih = np.minimum(y2[:, :, None], y2[:, None, :]) - np.maximum(y1[:, :, None], y1[:, None, :])
+    # Layout (subject, object, frame): frames innermost keeps every operation on long rows.
+    vis = visible.T
+    pair = vis[:, None] & vis[None, :] & ~np.eye(n, dtype=bool)[:, :, None]
+    x1, y1, x2, y2 = boxes.transpose(2, 1, 0)
+    iw = np.minimum(x2[:, None], x2[None, :]) - np.maximum(x1[:, None], x1[None, :])
+    ih = np.minimum(y2[:, None], y2[None, :]) - np.maximum(y1[:, None], y1[None, :])
     intersecting = pair & (iw > 0) & (ih > 0)
     area = (x2 - x1) * (y2 - y1)
-    min_area = np.minimum(area[:, :, None], area[:, None, :])
+    min_area = np.minimum(area[:, None], area[None, :])
     # Intersecting boxes have positive areas; the guard only avoids 0/0 elsewhere.
     overlap = (iw * ih) / np.where(intersecting, min_area, 1)
     vertical_name = np.array([params.vertical_keyword in name for name in names])
     stacked = intersecting & (overlap > params.overlap_threshold)
-    stacked &= vertical_name[:, None] | vertical_name[None, :]
+    stacked &= (vertical_name[:, None] | vertical_name[None, :])[:, :, None]
 
-    z = positions[..., 2]
-    higher = z[:, :, None] >= z[:, None, :]
-    drawer = np.zeros((n, n), dtype=bool)
+    x, y, z = positions.transpose(2, 1, 0)
+    higher = z[:, None] >= z[None, :]
+    drawer = np.zeros((n, n, 1), dtype=bool)
     if is_drawer_task(task, params) and all(name in names for name in params.drawer_pair):
         a, b = (names.index(name) for name in params.drawer_pair)
         drawer[a, b] = drawer[b, a] = True
     vertical = np.where(
         drawer, np.where(higher, INSIDE, CONTAINS), np.where(higher, ON_TOP, BELOW)
     )
-
-    dx = positions[:, :, None, 0] - positions[:, None, :, 0]
-    dy = positions[:, :, None, 1] - positions[:, None, :, 1]
+    dx = x[:, None] - x[None, :]
+    dy = y[:, None] - y[None, :]
     horizontal = np.where(
         np.abs(dx) >= np.abs(dy),
         np.where(dx > 0, FRONT, BEHIND),
         np.where(dy > 0, LEFT, RIGHT),
     )
     relation = np.where(stacked, vertical, horizontal)
-    return np.where(pair, relation, NO_RELATION).astype(np.int8)
+    return np.where(pair, relation, NO_RELATION).astype(np.int8).transpose(2, 0, 1).copy()
 
 
 def one_frame(values: object, shape: tuple[int, ...], what: str, dtype: type) -> np.ndarray:
@@ -137,37 +132,6 @@ def one_frame(values: object, shape: tuple[int, ...], what: str, dtype: type) ->
     if array.shape != shape:
         raise ValueError(f"{what} must have shape {shape}, got {array.shape}")
     return array[None]
-
-
-class GraphDecoder:
-    """Turns (F, N, N) relation arrays into Graphs without per-triplet Python work.
-
-    Triplet objects are built once per (subject, object, relation) and reused;
-    rows and columns are visited in sorted-name order, so each frame's triplets
-    come out already in Graph order.
-    """
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = _check_names(names)
-        n = len(self.names)
-        self._order = np.array(sorted(range(n), key=self.names.__getitem__), dtype=np.intp)
-        sorted_names = [self.names[i] for i in self._order]
-        self._table = [
-            Triplet(s, r, o) for s in sorted_names for o in sorted_names for r in RELATIONS
-        ]
-
-    def graphs(self, relations: np.ndarray) -> list[Graph]:
-        relations = np.asarray(relations)
-        n = len(self.names)
-        if relations.ndim != 3 or relations.shape[1:] != (n, n):
-            raise ValueError(f"relations must have shape (F, {n}, {n}), got {relations.shape}")
-        ordered = relations[:, self._order][:, :, self._order].reshape(len(relations), n * n)
-        frame, cell = np.nonzero(ordered >= 0)
-        codes = cell * len(RELATIONS) + ordered[frame, cell]
-        items = list(map(self._table.__getitem__, codes.tolist()))
-        ends = np.cumsum(np.bincount(frame, minlength=len(relations))).tolist()
-        starts = [0, *ends[:-1]]
-        return [Graph._trusted(tuple(items[a:b])) for a, b in zip(starts, ends)]
 
 
 def assign_relations(
@@ -188,4 +152,4 @@ def assign_relations(
         task,
         params,
     )
-    return GraphDecoder(names).graphs(relations)[0]
+    return GraphDecoder(names).graphs_from_relations(relations)[0]
