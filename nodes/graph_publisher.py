@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 
 import rclpy
+from rclpy.duration import Duration
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from sgvla_interfaces.msg import SceneGraph
@@ -28,11 +30,12 @@ class GraphPublisher(Node):
         self.timer = self.create_timer(1.0 / self.get_parameter("rate_hz").value, self.tick)
 
     def tick(self):
-        if self.publisher.get_subscription_count() < self.wait_for:
+        if self.index == 0 and self.publisher.get_subscription_count() < self.wait_for:
             return
         if self.index == len(self.records):
-            self.get_logger().info(f"published {self.index} graphs")
             self.timer.cancel()
+            self.publisher.wait_for_all_acked(Duration(seconds=5.0))
+            self.get_logger().info(f"published {self.index} graphs")
             raise SystemExit(0)
         msg = record_to_msg(self.records[self.index])
         msg.header.stamp = self.get_clock().now().to_msg()
@@ -45,7 +48,7 @@ def main(args=None):
     node = GraphPublisher()
     try:
         rclpy.spin(node)
-    except (KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
         pass
     finally:
         node.destroy_node()

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import rclpy
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from sgvla_interfaces.msg import SceneGraph
@@ -39,7 +40,7 @@ def main(args=None):
     node = GraphRecorder()
     try:
         rclpy.spin(node)
-    except (KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
         pass
     finally:
         node.destroy_node()

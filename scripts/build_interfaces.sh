@@ -33,6 +33,7 @@ for f in "${files[@]}"; do
 done
 ! grep -lE '/opt/python/cp[0-9]' "$VENV"/share/*/cmake/*.cmake || die "foreign /opt/python paths remain in the wheels' CMake files"
 
+mkdir -p "$BUILD"
 GEN="Unix Makefiles"; command -v ninja >/dev/null && GEN=Ninja
 export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV" PATH="$VENV/bin:$PATH"
 "$CMAKE" -S "$SRC" -B "$BUILD" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
