@@ -24,6 +24,9 @@ INVERSE_BITS = np.array(
     [((m & 0x55) << 1) | ((m >> 1) & 0x55) for m in range(256)], dtype=np.uint8
 )
 FIRST_OF_PAIR = np.uint8(0x55)
+# Graphs order the relations of one pair by name; decoding visits them in that order.
+_BY_NAME = np.array(sorted(range(len(RELATIONS)), key=RELATIONS.__getitem__))
+_NAME_RANK = np.argsort(_BY_NAME).astype(np.int8)
 
 
 def relation_masks(relations: np.ndarray) -> np.ndarray:
@@ -50,20 +53,20 @@ class GraphDecoder:
         self.names = unique_names(names)
         self._order = np.array(sorted(range(len(self.names)), key=self.names.__getitem__), dtype=np.intp)
         ordered = [self.names[i] for i in self._order]
-        self._table = [Triplet(s, r, o) for s in ordered for o in ordered for r in RELATIONS]
+        self._table = [Triplet(s, RELATIONS[k], o) for s in ordered for o in ordered for k in _BY_NAME]
 
     def graphs(self, masks: np.ndarray) -> list[Graph]:
         """Graphs of (F, N, N) relation masks."""
         ordered = self._ordered(np.asarray(masks, dtype=np.uint8), "relation masks")
-        bits = np.unpackbits(ordered[..., None], axis=-1, bitorder="little")
-        frame, code = np.nonzero(bits.reshape(len(bits), -1))
+        bits = np.unpackbits(ordered[..., None], axis=-1, bitorder="little")[..., _BY_NAME]
+        frame, code = np.nonzero(bits.reshape(len(bits), ordered.shape[1] * len(RELATIONS)))
         return self._assemble(frame, code, len(bits))
 
     def graphs_from_relations(self, relations: np.ndarray) -> list[Graph]:
         """Graphs of (F, N, N) relation indices (-1 = none), one relation per pair at most."""
         ordered = self._ordered(np.asarray(relations, dtype=np.int8), "relations")
         frame, cell = np.nonzero(ordered >= 0)
-        return self._assemble(frame, cell * len(RELATIONS) + ordered[frame, cell], len(ordered))
+        return self._assemble(frame, cell * len(RELATIONS) + _NAME_RANK[ordered[frame, cell]], len(ordered))
 
     def _ordered(self, array: np.ndarray, what: str) -> np.ndarray:
         """Rows and columns in sorted-name order, flattened to (F, N * N)."""
@@ -106,7 +109,7 @@ class TripletCodec:
             raise ValueError(f"graphs must hold (subject, relation, object) triplets: {exc}") from exc
         bits = np.zeros((frames, n * n * len(RELATIONS)), dtype=bool)
         bits[np.repeat(np.arange(frames), lengths), codes] = True
-        return np.packbits(bits.reshape(frames, n * n, -1), axis=-1, bitorder="little").reshape(frames, n, n)
+        return np.packbits(bits.reshape(frames, n * n, len(RELATIONS)), axis=-1, bitorder="little").reshape(frames, n, n)
 
     def decode(self, masks: np.ndarray) -> list[Graph]:
         return self._decoder.graphs(masks)

@@ -16,6 +16,7 @@ The rules reproduce the reference generator of EmbodimentSemantic (paper, sectio
 2. Otherwise the dominant world-frame axis decides: with ``dx = x_A - x_B`` and
    ``dy = y_A - y_B``, ``|dx| >= |dy|`` gives ``is_in_front_of`` when dx > 0
    else ``is_behind``; otherwise ``is_left_of`` when dy > 0 else ``is_right_of``.
+   Two objects at the same x and y are therefore ``is_behind`` each other.
 
 Axes, literally: larger world x means "in front of", larger world y means "left
 of". In robosuite/LIBERO scenes the robot base sits at negative x and faces +x,
@@ -100,7 +101,7 @@ def assign_relations_batch(
     min_area = np.minimum(area[:, None], area[None, :])
     # Intersecting boxes have positive areas; the guard only avoids 0/0 elsewhere.
     overlap = (iw * ih) / np.where(intersecting, min_area, 1)
-    vertical_name = np.array([params.vertical_keyword in name for name in names])
+    vertical_name = np.array([params.vertical_keyword in name for name in names], dtype=bool)
     stacked = intersecting & (overlap > params.overlap_threshold)
     stacked &= (vertical_name[:, None] | vertical_name[None, :])[:, :, None]
 
