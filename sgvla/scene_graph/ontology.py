@@ -45,12 +45,17 @@ def display_name(obj: str) -> str:
     return _SUFFIX_RE.sub("", obj)
 
 
+def words_of(text: str) -> list[str]:
+    """Lower-case words; anything but letters and digits separates them (underscores too)."""
+    return re.sub(r"[^0-9a-z]+", " ", text.lower()).split()
+
+
 def name_key(text: str) -> str:
     """Normalize a free-text object name for lookup: case, separators and leading articles.
 
     ``"The Cookie-Box"`` and ``"cookie_box"`` share the key ``cookie_box``.
     """
-    words = re.sub(r"[^0-9a-z]+", " ", text.lower()).split()
+    words = words_of(text)
     while words and words[0] in _ARTICLES:
         words.pop(0)
     return "_".join(words)

@@ -1,8 +1,9 @@
 """Triplets from free-form VLM answers, without guessing.
 
 Accepted shapes: one triplet per line, with or without bullets or numbering,
-in parentheses or brackets, separated by commas, ``|``, ``;`` or tabs, or written
-as words (``the plate is left of the stove``); several bracketed triplets on one
+in parentheses or brackets, as exactly three fields separated by commas, ``|``,
+``;`` or tabs, or written as words without separators (``the plate is left of the
+stove``, which must read one way only); several bracketed triplets on one
 line; JSON (a list of ``[s, r, o]``, of ``{"subject", "relation", "object"}``
 objects or of triplet strings, possibly under a key such as ``"triplets"``, or
 one JSON object per line); code fences. Reasoning before the answer
@@ -22,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sgvla.scene_graph.ontology import RELATIONS, Ontology
+from sgvla.scene_graph.ontology import RELATIONS, Ontology, words_of
 from sgvla.scene_graph.triplet import Graph, Triplet
 
 NOT_A_TRIPLET = "not a triplet"
@@ -37,9 +38,9 @@ _SYNONYMS = {
     "is_right_of": ("right of", "to the right of", "to right of", "on the right of", "on right of", "right"),
     "is_in_front_of": ("in front of", "front of", "in the front of", "in front", "infront of", "front"),
     "is_behind": ("behind", "behind of", "in back of", "back of", "in the back of", "at the back of"),
-    "is_on_top_of": ("on top of", "on the top of", "on top", "on", "onto", "atop", "above", "on top of of"),
+    "is_on_top_of": ("on top of", "on the top of", "on top", "on", "onto", "atop", "above"),
     "is_below_of": ("below of", "below", "under", "underneath", "beneath", "under of"),
-    "is_inside": ("inside", "inside of", "in", "within", "contained in", "contained by", "inside the"),
+    "is_inside": ("inside", "inside of", "in", "within", "contained in", "contained by"),
     "contains": ("contains", "contain", "containing", "contains of"),
 }
 _LEADING_VERBS = frozenset({"is", "are", "sits", "lies", "located"})
@@ -77,10 +78,6 @@ class ParseResult:
         return dict(Counter(reason for _, reason in self.rejected))
 
 
-def _words(text: str) -> list[str]:
-    return re.sub(r"[^0-9a-z]+", " ", text.lower()).split()
-
-
 def _relation_key(words: list[str]) -> str:
     while words and words[0] in _LEADING_VERBS:
         words = words[1:]
@@ -91,7 +88,7 @@ def _build_relation_table() -> dict[str, str]:
     table: dict[str, str] = {}
     for relation in RELATIONS:
         for phrase in (relation, *_SYNONYMS[relation]):
-            key = _relation_key(_words(phrase))
+            key = _relation_key(words_of(phrase))
             if table.setdefault(key, relation) != relation:
                 raise AssertionError(f"relation synonym {phrase!r} is ambiguous")
     return table
@@ -101,7 +98,7 @@ _RELATION_TABLE = _build_relation_table()
 
 
 def resolve_relation(text: str) -> str | None:
-    return _RELATION_TABLE.get(_relation_key(_words(text)))
+    return _RELATION_TABLE.get(_relation_key(words_of(text)))
 
 
 class _Parser:
@@ -138,9 +135,9 @@ class _Parser:
             return None, SAME_OBJECT
         return Triplet(subject, relation, obj), ""  # type: ignore[arg-type]
 
-    def words(self, text: str) -> tuple[Triplet | None, str]:
+    def sentence(self, text: str) -> tuple[Triplet | None, str]:
         """Read ``<subject> <relation> <object>`` from words; exactly one reading must fit."""
-        words = _words(text)
+        words = words_of(text)
         if len(words) > _MAX_WORDS:
             return None, NOT_A_TRIPLET
         readings: set[Triplet] = set()
@@ -160,13 +157,12 @@ class _Parser:
         return None, AMBIGUOUS_LINE if readings else reason
 
     def entry(self, text: str) -> tuple[Triplet | None, str]:
+        """Three separated fields, or words when the entry has no separator."""
         for separator in (",", "|", ";", "\t"):
             parts = [p for p in text.split(separator) if p.strip(_FIELD_JUNK)]
-            if len(parts) == 3:
-                return self.fields(parts)
             if len(parts) > 1:
-                break
-        return self.words(text)
+                return self.fields(parts) if len(parts) == 3 else (None, NOT_A_TRIPLET)
+        return self.sentence(text)
 
     def line(self, raw: str) -> None:
         text = _BULLET.sub("", raw.strip())
@@ -221,14 +217,13 @@ def _entry_text(item: Any) -> str:
 
 def _answer_text(text: str) -> str:
     """Drop reasoning and fences: keep what follows the last ``</think>``, cut an unclosed ``<think>``."""
-    lowered = text.lower()
-    end = lowered.rfind("</think>")
-    if end >= 0:
-        text, lowered = text[end + len("</think>") :], lowered[end + len("</think>") :]
-    start = lowered.find("<think>")
-    if start >= 0:
-        text = text[:start]
-    text = re.sub(r"</?answer>", "\n", text, flags=re.IGNORECASE)
+    closing = list(re.finditer(r"</think\s*>", text, re.IGNORECASE))
+    if closing:
+        text = text[closing[-1].end() :]
+    opening = re.search(r"<think\s*>", text, re.IGNORECASE)
+    if opening:
+        text = text[: opening.start()]
+    text = re.sub(r"</?answer\s*>", "\n", text, flags=re.IGNORECASE)
     return "\n".join(line for line in text.splitlines() if not line.strip().startswith("```"))
 
 
@@ -238,12 +233,10 @@ def parse_triplets(text: str, ontology: Ontology) -> ParseResult:
     if not isinstance(text, str):
         return parser.result()
     answer = _answer_text(text)
-    stripped = answer.strip()
-    if stripped.startswith(("[", "{")) and parser.json_text(stripped):
-        return parser.result()
-    first = min((i for i in (stripped.find("["), stripped.find("{")) if i >= 0), default=-1)
-    last = max(stripped.rfind("]"), stripped.rfind("}"))
-    if 0 < first < last and parser.json_text(stripped[first : last + 1]):
+    # A JSON answer, possibly with prose around it: from the first bracket to the last.
+    first = min((i for i in (answer.find("["), answer.find("{")) if i >= 0), default=-1)
+    last = max(answer.rfind("]"), answer.rfind("}"))
+    if 0 <= first < last and parser.json_text(answer[first : last + 1]):
         return parser.result()
     for raw in answer.splitlines():
         line = raw.strip()

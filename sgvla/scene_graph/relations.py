@@ -19,9 +19,10 @@ The rules reproduce the reference generator of EmbodimentSemantic (paper, sectio
    Two objects at the same x and y are therefore ``is_behind`` each other.
 
 Axes, literally: larger world x means "in front of", larger world y means "left
-of". In robosuite/LIBERO scenes the robot base sits at negative x and faces +x,
-so "in front of" is further from the robot and "left" is the robot's left; the
-rule does not look at the camera, so wrist graphs use the same world frame.
+of". robosuite table-top scenes (LIBERO among them) put the robot base at negative
+x facing +x, so "A is_in_front_of B" means A is further from the robot and "left"
+is the robot's left; the agentview camera faces the robot, so these directions are
+not image directions. No camera enters the rule: wrist graphs use the same frame.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def assign_relations_batch(
 
     ``positions`` (F, N, 3) world positions, ``boxes`` (F, N, 4) integer
     ``[x1, y1, x2, y2]``, ``visible`` (F, N). Entry [f, a, b] is the relation of
-    ``(names[a], ?, names[b])`` (index into ``RELATIONS``).
+    ``(names[a], ?, names[b])`` (index into ``RELATIONS``); turn it into Graphs
+    with ``GraphDecoder(names).graphs_from_relations``.
     """
     names = unique_names(names)
     n = len(names)
