@@ -1,0 +1,1 @@
+"""Graph-injected policy evaluation: the episode loop, policies, results, statistics and reports."""

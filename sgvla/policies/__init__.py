@@ -1,0 +1,1 @@
+"""Policies behind one interface: scripted (expert, prompt-grounded) and LeRobot VLAs."""

@@ -1,0 +1,162 @@
+"""Resolve which of several look-alike objects a prompt (and an injected scene graph) refers to.
+
+The prompt-grounded policy sees unlabeled positions of the candidates (the two black bowls look
+alike) and labeled positions of distinct-looking landmarks (plate, ramekin, cookie box, ...). It
+must pick the candidate that the instruction means. Two sources of evidence:
+
+* a scene graph in the prompt: triplets about the target (`target_akita_black_bowl`); each
+  candidate is scored by how many of them its position satisfies under the same world-frame rule
+  the ground truth uses (dominant axis; dx > 0 in front, dy > 0 left), with horizontal proximity
+  standing in for image overlap when deciding stacking;
+* the referring expression of the instruction ("the black bowl between the plate and the
+  ramekin", "... next to the cookie box", "... on the stove", "... from table center", ...).
+
+The graph, when present and discriminative, wins; otherwise the expression decides. Which source
+decided, and why, is returned so every episode record can say how its target was chosen.
+"""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sgvla.scene_graph.ontology import Ontology
+from sgvla.scene_graph.parse import parse_triplets
+from sgvla.scene_graph.relations import RelationParams, is_drawer_task
+from sgvla.scene_graph.serialize import CONTEXT_HEADER
+
+STACK_RADIUS = 0.06  # metres: horizontal distance under which two objects count as stacked
+
+
+@dataclass(frozen=True)
+class PerceivedScene:
+    """What the policy perceives: candidates without identity, landmarks with names."""
+
+    candidates: np.ndarray  # (K, 3) world positions of the look-alike objects
+    landmarks: Mapping[str, np.ndarray]  # ontology name -> (3,) world position
+    table_center: np.ndarray  # (3,) centre of the workspace
+
+
+@dataclass(frozen=True)
+class Grounding:
+    index: int  # chosen candidate
+    source: str  # "scene_graph" | "prompt" | "fallback"
+    evidence: str
+    scores: tuple[float, ...] = field(default=())
+
+
+def perceived_relation(a: np.ndarray, b: np.ndarray, a_name: str, b_name: str, drawer: bool,
+                       params: RelationParams = RelationParams()) -> str:
+    """The relation a policy would read off positions for the ordered pair (a, b)."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    if np.hypot(d[0], d[1]) < STACK_RADIUS:
+        contain = drawer and {a_name, b_name} == set(params.drawer_pair)
+        if d[2] >= 0:
+            return "is_inside" if contain else "is_on_top_of"
+        return "contains" if contain else "is_below_of"
+    if abs(d[0]) >= abs(d[1]):
+        return "is_in_front_of" if d[0] > 0 else "is_behind"
+    return "is_left_of" if d[1] > 0 else "is_right_of"
+
+
+def split_prompt(prompt: str) -> tuple[str, str]:
+    """(instruction, context block); the context is empty for a standard prompt."""
+    head, sep, tail = prompt.partition(CONTEXT_HEADER)
+    return head.strip(), (sep + tail) if sep else ""
+
+
+def ground_with_graph(context: str, scene: PerceivedScene, ontology: Ontology, task: str) -> Grounding | None:
+    target = ontology.manipulated
+    drawer = is_drawer_task(task, RelationParams())
+    facts = [(t, other) for t in parse_triplets(context, ontology).triplets
+             for other in ([t.object] if t.subject == target else [t.subject] if t.object == target else [])
+             if other in scene.landmarks]
+    if not facts:
+        return None
+    scores = []
+    for cand in scene.candidates:
+        agree = 0
+        for t, other in facts:
+            pos = scene.landmarks[other]
+            if t.subject == target:
+                agree += perceived_relation(cand, pos, target, other, drawer) == t.relation
+            else:
+                agree += perceived_relation(pos, cand, other, target, drawer) == t.relation
+        scores.append(agree / len(facts))
+    best = int(np.argmax(scores))
+    if len(scores) > 1 and sorted(scores)[-1] == sorted(scores)[-2]:
+        return None  # the graph does not tell the candidates apart
+    return Grounding(best, "scene_graph", f"{scores[best] * len(facts):.0f}/{len(facts)} graph triplets agree",
+                     tuple(scores))
+
+
+_REFERENT = re.compile(r"black bowl (?P<expr>.+?)(?: and (?:place|put) it\b|$)")
+_NAMED = r"(?:the )?(?P<{}>[a-z ]+?)"
+
+
+def _expression_rules(ontology: Ontology) -> list[tuple[re.Pattern, str]]:
+    n = lambda g: _NAMED.format(g)  # noqa: E731
+    return [
+        (re.compile(rf"^between {n('a')} and {n('b')}$"), "between"),
+        (re.compile(rf"^(?:next to|beside|near) {n('a')}$"), "next_to"),
+        (re.compile(rf"^(?:in front of) {n('a')}$"), "is_in_front_of"),
+        (re.compile(rf"^(?:behind|in back of) {n('a')}$"), "is_behind"),
+        (re.compile(rf"^(?:to the )?left of {n('a')}$"), "is_left_of"),
+        (re.compile(rf"^(?:to the )?right of {n('a')}$"), "is_right_of"),
+        (re.compile(rf"^(?:in the (?:top |bottom |middle )?drawer of|inside|in) {n('a')}$"), "inside"),
+        (re.compile(rf"^(?:on top of|on) {n('a')}$"), "is_on_top_of"),
+        (re.compile(r"^(?:from|at|in|on) (?:the )?(?:table center|center of the table|middle of the table)$"),
+         "table_center"),
+    ]
+
+
+def _landmark(words: str, ontology: Ontology, scene: PerceivedScene) -> str | None:
+    name = ontology.resolve(words.strip())
+    return name if name in scene.landmarks else None
+
+
+def ground_with_prompt(instruction: str, scene: PerceivedScene, ontology: Ontology) -> Grounding | None:
+    match = _REFERENT.search(instruction.lower().strip().rstrip("."))
+    if not match:
+        return None
+    expr = match.group("expr").strip()
+    xy = scene.candidates[:, :2]
+    for pattern, kind in _expression_rules(ontology):
+        m = pattern.match(expr)
+        if not m:
+            continue
+        names = {g: _landmark(v, ontology, scene) for g, v in m.groupdict().items()}
+        if None in names.values():
+            return None
+        pos = {g: np.asarray(scene.landmarks[v], float) for g, v in names.items()}
+        if kind == "between":
+            cost = np.linalg.norm(xy - (pos["a"][:2] + pos["b"][:2]) / 2, axis=1)
+        elif kind == "table_center":
+            cost = np.linalg.norm(xy - np.asarray(scene.table_center, float)[:2], axis=1)
+        elif kind in ("next_to", "inside"):
+            cost = np.linalg.norm((scene.candidates - pos["a"]) if kind == "inside" else xy - pos["a"][:2], axis=1)
+        else:
+            rel = [perceived_relation(c, pos["a"], "", "", False) for c in scene.candidates]
+            dist = np.linalg.norm(xy - pos["a"][:2], axis=1)
+            cost = np.where(np.array(rel) == kind, dist, np.inf)
+        if not np.isfinite(cost).any():
+            return None
+        best = int(np.argmin(cost))
+        return Grounding(best, "prompt", f"'{expr}' ({kind})", tuple(float(c) for c in cost))
+    return None
+
+
+def ground_target(prompt: str, scene: PerceivedScene, ontology: Ontology, task: str | None = None) -> Grounding:
+    """Pick the candidate the prompt means: graph evidence first, then the instruction's wording."""
+    if len(scene.candidates) == 0:
+        raise ValueError("no candidate objects to ground the instruction on")
+    instruction, context = split_prompt(prompt)
+    if context:
+        by_graph = ground_with_graph(context, scene, ontology, task or instruction)
+        if by_graph is not None:
+            return by_graph
+    by_prompt = ground_with_prompt(instruction, scene, ontology)
+    if by_prompt is not None:
+        return by_prompt
+    return Grounding(0, "fallback", "instruction names no resolvable referent; first candidate")

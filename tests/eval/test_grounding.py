@@ -1,0 +1,69 @@
+"""The prompt-grounded policy's referent resolution: from wording, from an injected graph, and neither."""
+
+import numpy as np
+import pytest
+
+from sgvla.policies.grounding import PerceivedScene, ground_target, perceived_relation
+from sgvla.scene_graph import Graph, Triplet, compose_prompt, format_prompt_context, load_ontology
+
+ONT = load_ontology("libero_spatial")
+LANDMARKS = {
+    "plate_1": np.array([0.0, 0.20, 0.90]),
+    "glazed_rim_porcelain_ramekin_1": np.array([0.0, -0.20, 0.90]),
+    "cookies_1": np.array([-0.15, 0.0, 0.92]),
+    "flat_stove_1": np.array([0.20, -0.25, 0.90]),
+    "wooden_cabinet_1": np.array([-0.30, 0.30, 0.95]),
+}
+BETWEEN, NEXT_TO_PLATE, ON_STOVE = [0.0, 0.0, 0.90], [0.10, 0.22, 0.90], [0.20, -0.25, 0.95]
+
+
+def scene(*candidates) -> PerceivedScene:
+    return PerceivedScene(np.array(candidates, float), LANDMARKS, np.array([0.0, 0.0, 0.9]))
+
+
+@pytest.mark.parametrize("wording, candidates, expected", [
+    ("between the plate and the ramekin", [NEXT_TO_PLATE, BETWEEN], 1),
+    ("next to the plate", [BETWEEN, NEXT_TO_PLATE], 1),
+    ("on the stove", [BETWEEN, ON_STOVE], 1),
+    ("from table center", [NEXT_TO_PLATE, BETWEEN], 1),
+    ("in front of the ramekin", [[-0.1, -0.2, 0.9], [0.1, -0.18, 0.9]], 1),
+    ("behind the wooden cabinet", [[-0.45, 0.31, 0.9], [0.1, 0.3, 0.9]], 0),
+    ("in the top drawer of the wooden cabinet", [BETWEEN, [-0.3, 0.3, 0.85]], 1),
+])
+def test_referring_expressions(wording, candidates, expected):
+    prompt = f"pick up the black bowl {wording} and place it on the plate"
+    g = ground_target(prompt, scene(*candidates), ONT)
+    assert (g.index, g.source) == (expected, "prompt"), g
+
+
+def graph_of(target_pos) -> Graph:
+    target = ONT.manipulated
+    triplets = [Triplet(target, perceived_relation(np.array(target_pos), pos, target, name, False), name)
+                for name, pos in LANDMARKS.items()]
+    return Graph(triplets)
+
+
+def test_injected_graph_overrides_a_misleading_instruction():
+    # The instruction describes the bowl between plate and ramekin, but the graph describes the
+    # other one: a policy that reads the graph picks the bowl the graph describes.
+    context = format_prompt_context(graph_of(ON_STOVE), "agentview", ONT)
+    prompt = compose_prompt("pick up the black bowl between the plate and the ramekin and place it on the plate", context)
+    g = ground_target(prompt, scene(BETWEEN, ON_STOVE), ONT)
+    assert (g.index, g.source) == (1, "scene_graph")
+    assert g.evidence.startswith(f"{len(LANDMARKS)}/{len(LANDMARKS)}")
+
+
+def test_uninformative_graph_falls_back_to_the_instruction():
+    # Both candidates sit behind/left of the same landmarks in the same way: the graph cannot decide.
+    a, b = [0.30, 0.0, 0.9], [0.30, 0.01, 0.9]
+    context = format_prompt_context(graph_of(a), "agentview", ONT)
+    prompt = compose_prompt("pick up the black bowl next to the plate and place it on the plate", context)
+    g = ground_target(prompt, scene(a, b), ONT)
+    assert g.source == "prompt" and g.index == 1
+
+
+def test_unresolvable_instruction_is_reported_as_fallback():
+    g = ground_target("pick up the black bowl and place it on the plate", scene(BETWEEN, ON_STOVE), ONT)
+    assert (g.index, g.source) == (0, "fallback")
+    with pytest.raises(ValueError, match="no candidate"):
+        ground_target("pick up the black bowl next to the plate", scene(), ONT)

@@ -1,0 +1,64 @@
+"""Wilson intervals, exact McNemar, and the resumable JSONL results file."""
+
+import json
+
+import pytest
+from scipy.stats import binomtest
+
+from sgvla.eval.results import EpisodeKey, ResultsFile
+from sgvla.eval.stats import mcnemar_exact, paired_test, wilson
+
+
+@pytest.mark.parametrize("k, n", [(23, 50), (1, 50), (7, 10), (3, 3)])
+def test_wilson_matches_scipy(k, n):
+    ref = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    r = wilson(k, n)
+    assert r.low == pytest.approx(ref.low, abs=1e-9) and r.high == pytest.approx(ref.high, abs=1e-9)
+
+
+def test_wilson_edges():
+    assert wilson(0, 50).low == 0.0 and wilson(50, 50).high == 1.0
+    assert wilson(0, 0).n == 0
+    with pytest.raises(ValueError):
+        wilson(3, 2)
+
+
+@pytest.mark.parametrize("b, c", [(0, 5), (2, 8), (7, 7), (1, 12)])
+def test_mcnemar_matches_binomial_test(b, c):
+    assert mcnemar_exact(b, c) == pytest.approx(binomtest(c, b + c, 0.5).pvalue)
+
+
+def test_mcnemar_exact():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(0, 5) == pytest.approx(2 * 0.5**5)
+    assert mcnemar_exact(2, 8) == pytest.approx(2 * (1 + 10 + 45) / 1024)
+    t = paired_test([(False, True)] * 8 + [(True, False)] * 2 + [(True, True)] * 40)
+    assert (t.n_pairs, t.only_baseline, t.only_treatment) == (50, 2, 8)
+    assert t.delta == pytest.approx(6 / 50)
+
+
+def record(seed, success=True):
+    return {"policy": "p", "task_id": 1, "perturbation": "none", "mode": "standard", "seed": seed,
+            "success": success}
+
+
+def test_results_resume_and_repair(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    results = ResultsFile(path)
+    results.append(record(0))
+    results.append(record(1, False))
+    with pytest.raises(ValueError, match="already recorded"):
+        results.append(record(1))
+    with path.open("a") as f:  # a crash in the middle of writing the third record
+        f.write(json.dumps(record(2))[:20])
+    reopened = ResultsFile(path)
+    assert reopened.keys == {EpisodeKey("p", 1, "none", "standard", 0), EpisodeKey("p", 1, "none", "standard", 1)}
+    reopened.append(record(2))
+    assert [r["seed"] for r in ResultsFile(path).records()] == [0, 1, 2]
+
+
+def test_results_corrupt_line_names_the_file(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("not json\n")
+    with pytest.raises(ValueError, match="episodes.jsonl:1"):
+        ResultsFile(path)
