@@ -34,7 +34,9 @@ def wilson(successes: int, n: int, z: float = Z95) -> Rate:
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Rate(successes, n, max(0.0, center - half), min(1.0, center + half))
+    low = 0.0 if successes == 0 else max(0.0, center - half)
+    high = 1.0 if successes == n else min(1.0, center + half)
+    return Rate(successes, n, low, high)
 
 
 @dataclass(frozen=True)
