@@ -1,0 +1,108 @@
+"""Typed configuration: YAML files loaded into dataclasses, with errors that name file and key.
+
+Every config of sgvla is a dataclass; its YAML file may set any subset of the fields. Unknown
+keys, wrong types and bad values are errors that say which file and which key, since a typo in
+an evaluation plan should stop the run before the first episode, not after the hundredth.
+"""
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, option, where)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0])
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping for {hint.__name__}, got {value!r}")
+        return from_mapping(hint, value, where)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        item = args[0] if args else Any
+        items = [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): _coerce(v, args[1] if args else Any, f"{where}.{k}") for k, v in value.items()}
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool):
+        if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+            raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}")
+        return value
+    return value
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -> T:
+    """Build dataclass `cls` from a mapping; nested dataclasses and lists are converted too."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def load_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({e})") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return dict(data)
+
+
+def load_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None) -> T:
+    """Load `cls` from a YAML file, then apply `key=value` overrides (dotted keys reach nested fields)."""
+    data = load_yaml(path)
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {dotted}: {p} is not a mapping")
+        node[leaf] = value
+    return from_mapping(cls, data, str(path))
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`key=value` with the value read as YAML (so `tasks=[0,1]` is a list, `workers=2` an int)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {text!r} is not of the form key=value")
+    return key.strip(), yaml.safe_load(raw)

@@ -1,0 +1,128 @@
+"""Tables and plots of an evaluation, regenerated from its JSONL records alone.
+
+The main table follows the layout of the paper's Table 8: one row per (task, perturbation), and
+per policy the success of the baseline mode (`standard`), of each other mode, and the paired
+difference in percentage points with its exact McNemar p-value over matched seeds.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sgvla.eval.stats import Rate, paired_test, wilson
+
+BASELINE = "standard"
+SHORT = {"standard": "std", "scene_graph": "sg", "scene_graph_full": "sg-full", "bounding_boxes": "bb",
+         "scene_graph_bounding_boxes": "sg+bb"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    rate: Rate
+    delta_pp: float | None = None  # versus the baseline over matched seeds
+    p_value: float | None = None
+
+
+def _fmt_rate(r: Rate) -> str:
+    return "n/a" if r.n == 0 else f"{100 * r.value:.1f} ({r.successes}/{r.n})"
+
+
+def summarize(records: Iterable[dict]) -> tuple[list[str], list[str], dict]:
+    """(policies, modes, {(task, perturbation): {(policy, mode): Cell}}) with the baseline mode first."""
+    outcomes: dict = defaultdict(dict)  # (task, pert, policy, mode) -> {seed: success}
+    for r in records:
+        outcomes[(int(r["task_id"]), r["perturbation"], r["policy"], r["mode"])][int(r["seed"])] = bool(r["success"])
+    policies = sorted({k[2] for k in outcomes})
+    modes = sorted({k[3] for k in outcomes}, key=lambda m: (m != BASELINE, m))
+    table: dict = defaultdict(dict)
+    for (task, pert, policy, mode), by_seed in outcomes.items():
+        rate = wilson(sum(by_seed.values()), len(by_seed))
+        base = outcomes.get((task, pert, policy, BASELINE))
+        if mode == BASELINE or base is None:
+            table[(task, pert)][(policy, mode)] = Cell(rate)
+            continue
+        seeds = sorted(by_seed.keys() & base.keys())
+        test = paired_test([(base[s], by_seed[s]) for s in seeds])
+        table[(task, pert)][(policy, mode)] = Cell(rate, 100 * test.delta, test.p_value)
+    return policies, modes, dict(sorted(table.items()))
+
+
+def _overall(records: list[dict]) -> dict:
+    return summarize([{**r, "task_id": -1, "perturbation": "all"} for r in records])[2]
+
+
+def markdown_table(records: Iterable[dict]) -> str:
+    records = list(records)
+    policies, modes, table = summarize(records)
+    table.update(_overall(records))
+    head = ["Task", "Perturbation"]
+    for policy in policies:
+        for mode in modes:
+            head.append(f"{policy} {SHORT.get(mode, mode)} (%)")
+            if mode != BASELINE:
+                head.append(f"{policy} Δ{SHORT.get(mode, mode)} (pp, p)")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (task, pert), cells in table.items():
+        row = ["all" if task == -1 else str(task), pert]
+        for policy in policies:
+            for mode in modes:
+                cell = cells.get((policy, mode))
+                row.append(_fmt_rate(cell.rate) if cell else "")
+                if mode != BASELINE:
+                    row.append("" if cell is None or cell.delta_pp is None else f"{cell.delta_pp:+.1f} (p={cell.p_value:.2g})")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines.append("Success in % (successes/episodes); Δ: paired difference to std over matched seeds, "
+                 "p: exact McNemar test. 95% Wilson intervals in the CSV.")
+    return "\n".join(lines)
+
+
+def csv_rows(records: Iterable[dict]) -> list[dict]:
+    records = list(records)
+    _, _, table = summarize(records)
+    table.update(_overall(records))
+    rows = []
+    for (task, pert), cells in table.items():
+        for (policy, mode), c in sorted(cells.items()):
+            rows.append({"task_id": "all" if task == -1 else task, "perturbation": pert, "policy": policy,
+                         "mode": mode, "successes": c.rate.successes, "episodes": c.rate.n,
+                         "success_rate": round(c.rate.value, 4), "ci95_low": round(c.rate.low, 4),
+                         "ci95_high": round(c.rate.high, 4),
+                         "delta_pp": "" if c.delta_pp is None else round(c.delta_pp, 2),
+                         "mcnemar_p": "" if c.p_value is None else round(c.p_value, 4)})
+    return rows
+
+
+def plot(records: Iterable[dict], path: Path) -> Path:
+    """Success per task per mode with 95% Wilson intervals, one panel per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    policies, modes, table = summarize(list(records))
+    rows = list(table)
+    fig, axes = plt.subplots(len(policies), 1, figsize=(max(6, 0.9 * len(rows) + 2), 3.2 * len(policies)),
+                             squeeze=False)
+    width = 0.8 / len(modes)
+    for ax, policy in zip(axes[:, 0], policies):
+        for i, mode in enumerate(modes):
+            cells = [table[row].get((policy, mode)) for row in rows]
+            x = np.arange(len(rows)) + (i - (len(modes) - 1) / 2) * width
+            val = np.array([100 * c.rate.value if c else np.nan for c in cells])
+            low = np.array([100 * c.rate.low if c else np.nan for c in cells])
+            high = np.array([100 * c.rate.high if c else np.nan for c in cells])
+            ax.bar(x, val, width, label=SHORT.get(mode, mode),
+                   yerr=np.nan_to_num([val - low, high - val]), capsize=2)
+        ax.set_xticks(np.arange(len(rows)), [f"T{t}\n{p}" for t, p in rows], fontsize=7)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("success (%)")
+        ax.set_title(policy)
+        ax.legend(fontsize=7, ncols=len(modes))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path
