@@ -10,6 +10,7 @@ bits, an instance renaming permutes rows and columns.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from itertools import chain
 
 import numpy as np
@@ -79,6 +80,12 @@ class GraphDecoder:
         items = list(map(self._table.__getitem__, code.tolist()))
         ends = np.cumsum(np.bincount(frame, minlength=frames)).tolist()
         return [Graph._trusted(tuple(items[a:b])) for a, b in zip([0, *ends[:-1]], ends)]
+
+
+@lru_cache(maxsize=64)
+def decoder_for(names: tuple[str, ...]) -> GraphDecoder:
+    """A shared decoder per object list: building one costs N * N * 8 Triplets."""
+    return GraphDecoder(names)
 
 
 class TripletCodec:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sgvla.scene_graph.codec import decoder_for
 from sgvla.scene_graph.projection import Camera, GeomBatch, ObjectGeoms, project_boxes_batch
-from sgvla.scene_graph.codec import GraphDecoder
 from sgvla.scene_graph.relations import RelationParams, assign_relations_batch, one_frame
 from sgvla.scene_graph.triplet import Graph
 
@@ -42,15 +42,12 @@ class ViewBatch:
     relations: np.ndarray
 
     def graphs(self) -> list[Graph]:
-        return GraphDecoder(self.names).graphs_from_relations(self.relations)
+        return decoder_for(self.names).graphs_from_relations(self.relations)
 
     def frame(self, index: int) -> ViewGraph:
-        boxes = {
-            name: tuple(int(c) for c in self.boxes[index, i])
-            for i, name in enumerate(self.names)
-            if self.visible[index, i]
-        }
-        graph = GraphDecoder(self.names).graphs_from_relations(self.relations[index : index + 1])[0]
+        rows, seen = self.boxes[index].tolist(), self.visible[index].tolist()
+        boxes = {name: tuple(row) for name, row, v in zip(self.names, rows, seen) if v}
+        graph = decoder_for(self.names).graphs_from_relations(self.relations[index : index + 1])[0]
         return ViewGraph(self.camera, graph, boxes)  # type: ignore[arg-type]
 
 

@@ -169,6 +169,7 @@ def aggregate_encoded(
     n = len(ontology.objects)
     if len(tasks) == 0:
         raise ValueError("no frames to score")
+    pred, ref = np.asarray(pred, dtype=np.uint8), np.asarray(ref, dtype=np.uint8)
     if pred.shape != (len(tasks), n, n) or ref.shape != pred.shape:
         raise ValueError(f"pred {pred.shape} and ref {ref.shape} must both be ({len(tasks)}, {n}, {n})")
     scores = _score(tasks, pred, ref, ontology, RELATIONS)
@@ -198,7 +199,7 @@ def _score(
     task_of = np.fromiter((task_index[t] for t in tasks), dtype=np.intp, count=len(tasks))
     task_f1 = np.bincount(task_of, weights=frame_f1) / np.bincount(task_of)
 
-    TP, P, REF = int(tp.sum()), int(n_pred.sum()), int(n_ref.sum())
+    total_tp, total_pred, total_ref = int(tp.sum()), int(n_pred.sum()), int(n_ref.sum())
     present = np.bitwise_or.reduce(chosen.reshape(len(chosen), -1), axis=1)
     covered = int(_count(ref & present[:, None, None]).sum())
     opposite = ref.transpose(0, 2, 1) | INVERSE_BITS[ref]
@@ -225,11 +226,11 @@ def _score(
         n_frames=len(tasks),
         mean_task_f1=float(task_f1.mean()),
         macro_f1=float(frame_f1.mean()),
-        micro=PRF.from_counts(TP, P - TP, REF - TP),
+        micro=PRF.from_counts(total_tp, total_pred - total_tp, total_ref - total_tp),
         per_task_f1={task: float(task_f1[i]) for i, task in enumerate(task_keys)},
-        coverage=_ratio(covered, REF, 1.0),
-        hallucination_rate=_ratio(P - TP, P, 0.0),
-        reversal_rate=_ratio(reversals, P, 0.0),
+        coverage=_ratio(covered, total_ref, 1.0),
+        hallucination_rate=_ratio(total_pred - total_tp, total_pred, 0.0),
+        reversal_rate=_ratio(reversals, total_pred, 0.0),
         direction_consistency=_ratio(consistent, int(_count(pairs).sum()), 1.0),
         per_relation=per_relation,
         per_object_recall=per_object,

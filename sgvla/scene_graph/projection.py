@@ -48,6 +48,7 @@ class Camera:
     cam_to_world: np.ndarray
     width: int
     height: int
+    _world_to_cam: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         K = np.asarray(self.K, dtype=np.float64)
@@ -62,10 +63,11 @@ class Camera:
         object.__setattr__(self, "cam_to_world", pose)
         object.__setattr__(self, "width", int(self.width))
         object.__setattr__(self, "height", int(self.height))
+        object.__setattr__(self, "_world_to_cam", np.linalg.inv(pose))
 
     def world_to_camera(self) -> np.ndarray:
         """The inverse extrinsic, computed like the reference (``np.linalg.inv``)."""
-        return np.linalg.inv(self.cam_to_world)
+        return self._world_to_cam
 
 
 @dataclass(frozen=True, eq=False)
@@ -214,16 +216,9 @@ def _corner_bounds(
     K = camera.K
     u = K[0, 0] * x / z + K[0, 2]
     v = camera.height - (K[1, 1] * y / z + K[1, 2])
-    per_geom = np.stack([_over_corners(np.fmin, u), _over_corners(np.fmin, v), _over_corners(np.fmax, u), _over_corners(np.fmax, v)])
-    ends = [*starts[1:], g]
-    # One reduce per object: faster than ufunc.reduceat over the geom axis.
-    return np.stack(
-        [
-            np.concatenate([np.fmin.reduce(per_geom[:2, a:b], axis=1), np.fmax.reduce(per_geom[2:, a:b], axis=1)])
-            for a, b in zip(starts.tolist(), ends)
-        ],
-        axis=1,
-    )
+    low = np.fmin.reduceat(_over_corners(np.fmin, np.stack([u, v], axis=1)), starts, axis=1)
+    high = np.fmax.reduceat(_over_corners(np.fmax, np.stack([u, v], axis=1)), starts, axis=1)
+    return np.concatenate([low, high])
 
 
 def _over_corners(op: np.ufunc, values: np.ndarray) -> np.ndarray:

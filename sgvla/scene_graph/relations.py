@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sgvla.scene_graph.codec import GraphDecoder, unique_names
+from sgvla.scene_graph.codec import decoder_for, unique_names
 from sgvla.scene_graph.ontology import RELATION_INDEX, RELATIONS
 from sgvla.scene_graph.triplet import Graph
 
@@ -77,7 +77,7 @@ def assign_relations_batch(
     ``positions`` (F, N, 3) world positions, ``boxes`` (F, N, 4) integer
     ``[x1, y1, x2, y2]``, ``visible`` (F, N). Entry [f, a, b] is the relation of
     ``(names[a], ?, names[b])`` (index into ``RELATIONS``); turn it into Graphs
-    with ``GraphDecoder(names).graphs_from_relations``.
+    with ``decoder_for(tuple(names)).graphs_from_relations``.
     """
     names = unique_names(names)
     n = len(names)
@@ -155,4 +155,4 @@ def assign_relations(
         task,
         params,
     )
-    return GraphDecoder(names).graphs_from_relations(relations)[0]
+    return decoder_for(tuple(names)).graphs_from_relations(relations)[0]
