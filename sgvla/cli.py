@@ -9,6 +9,9 @@ from sgvla import __version__
 # name -> module exposing `add_parser(subparsers)`; the parser's `func(args) -> int` runs it.
 SUBCOMMANDS = {
     "doctor": "sgvla.doctor",
+    "vlm-bench": "sgvla.vlm.bench",
+    "vlm-annotate": "sgvla.vlm.annotate",
+    "vlm-serve": "sgvla.vlm.server",
 }
 
 

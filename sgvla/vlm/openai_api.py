@@ -1,0 +1,128 @@
+"""Any OpenAI-compatible chat server: vLLM, Ollama, llama.cpp, ``transformers serve``,
+``sgvla vlm-serve``, Gemini's OpenAI endpoint.
+
+Requests run concurrently up to a limit; connection failures, timeouts and overload answers
+(408/429/5xx) are retried with exponential backoff. Whatever still fails becomes an error on
+that frame's completion, so one bad frame never stops a benchmark run.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from sgvla.vlm.client import ChatRequest, Completion
+from sgvla.vlm.config import OpenAIConfig
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+MAX_BACKOFF_S = 30.0
+
+
+class ImageTooLarge(ValueError):
+    pass
+
+
+def image_data_url(image: np.ndarray, max_bytes: int) -> str:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
+    data = buffer.getvalue()
+    if len(data) > max_bytes:
+        raise ImageTooLarge(f"image too large: {image.shape[1]}x{image.shape[0]} encodes to {len(data)} bytes "
+                            f"> max_image_bytes {max_bytes}")
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def chat_payload(config: OpenAIConfig, request: ChatRequest) -> dict:
+    content = [{"type": "image_url", "image_url": {"url": image_data_url(im, config.max_image_bytes)}}
+               for im in request.images]
+    content.append({"type": "text", "text": request.user})
+    chat = [{"role": "user", "content": content}]
+    if request.system:
+        chat.insert(0, {"role": "system", "content": request.system})
+    payload = {"model": config.model, "messages": chat, "max_tokens": config.max_new_tokens,
+               "temperature": 0.0, **config.extra_body}
+    if request.constraint is not None:
+        if request.constraint.kind != "json_schema":
+            raise ValueError(f"servers take json_schema constraints, not {request.constraint.kind!r}")
+        payload["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "scene_graph", "strict": True, "schema": json.loads(request.constraint.spec)}}
+    return payload
+
+
+class OpenAIBackend:
+    def __init__(self, config: OpenAIConfig) -> None:
+        import httpx
+
+        self.config = config
+        self.model_id = config.name
+        headers = {}
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                raise RuntimeError(f"environment variable {config.api_key_env} (api_key_env) is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        self._httpx = httpx
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.client = httpx.Client(headers=headers, timeout=httpx.Timeout(config.timeout_s),
+                                   limits=httpx.Limits(max_connections=config.concurrency))
+
+    def complete(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        if len(requests) <= 1 or self.config.concurrency == 1:
+            return [self._one(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(requests))) as pool:
+            return list(pool.map(self._one, requests))
+
+    def _one(self, request: ChatRequest) -> Completion:
+        start = time.perf_counter()
+        try:
+            payload = chat_payload(self.config, request)
+        except ValueError as exc:
+            return Completion("", 0.0, error=str(exc), attempts=0)
+        error = ""
+        for attempt in range(1, self.config.max_retries + 2):
+            if attempt > 1:
+                time.sleep(min(self.config.backoff_s * 2 ** (attempt - 2), MAX_BACKOFF_S))
+            try:
+                response = self.client.post(self.url, json=payload)
+            except self._httpx.TimeoutException:
+                error = f"timed out after {self.config.timeout_s:g} s ({self.url})"
+                continue
+            except self._httpx.TransportError as exc:
+                error = f"cannot reach {self.url}: {type(exc).__name__}: {exc}"
+                continue
+            if response.status_code in RETRY_STATUS:
+                error = f"HTTP {response.status_code} from {self.url}: {response.text[:200]}"
+                continue
+            elapsed = time.perf_counter() - start
+            if response.status_code >= 400:
+                return Completion("", elapsed, error=f"HTTP {response.status_code} from {self.url}: "
+                                  f"{response.text[:300]}", attempts=attempt)
+            return _completion(response, elapsed, attempt)
+        return Completion("", time.perf_counter() - start,
+                          error=f"{error} (gave up after {self.config.max_retries + 1} tries)",
+                          attempts=self.config.max_retries + 1)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _completion(response, elapsed: float, attempts: int) -> Completion:
+    try:
+        body = response.json()
+        choice = body["choices"][0]
+        text = choice["message"]["content"] or ""
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        return Completion("", elapsed, error=f"malformed response ({type(exc).__name__}: {exc}): "
+                          f"{response.text[:200]!r}", attempts=attempts)
+    usage = body.get("usage") or {}
+    return Completion(text, elapsed, usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                      choice.get("finish_reason"), attempts=attempts)
