@@ -1,0 +1,166 @@
+"""Tiny random-weight LeRobot policies built offline, for tests and smoke runs without the hub.
+
+Each is a real LeRobot policy with LIBERO's features (two cameras, 8-D state, 7-D action), saved
+with `save_pretrained` together with its processors, so it loads through exactly the path a hub
+checkpoint takes (`LeRobotPolicy(dir)`). SmolVLA names a VLM backbone by hub id; here it is a
+random SmolVLM (a 2-layer Llama text model, a 1-layer vision tower) with a small byte-level BPE
+tokenizer trained on LIBERO-Spatial instructions and scene-graph words, saved next to the policy.
+Its token counts are therefore not SmolVLM2's; the truncation mechanics are the same.
+
+    sgvla make-tiny-policy smolvla /tmp/tiny_smolvla
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+IMAGE_KEYS = ("observation.images.image", "observation.images.image2")
+STATE_DIM, ACTION_DIM = 8, 7
+IMAGE_SIZE = 64  # what the tiny SmolVLA's vision tower sees (observations of any size are resized)
+CHUNK = 10
+
+SPECIAL_TOKENS = {  # SmolVLM's named special tokens; SmolVLA reads the fake-image and global-image ids
+    "pad_token": "<|endoftext|>",
+    "bos_token": "<|im_start|>",
+    "eos_token": "<end_of_utterance>",
+    "fake_image_token": "<fake_token_around_image>",
+    "global_image_token": "<global-img>",
+    "image_token": "<image>",
+    "video_token": "<video>",
+}
+VOCAB_SIZE = 512
+
+
+def _features() -> dict:
+    from lerobot.configs import FeatureType, PolicyFeature
+
+    features = {key: PolicyFeature(FeatureType.VISUAL, (3, 256, 256)) for key in IMAGE_KEYS}
+    features["observation.state"] = PolicyFeature(FeatureType.STATE, (STATE_DIM,))
+    return features
+
+
+def _dataset_stats() -> dict:
+    """Normalization stats: unit state, actions scaled to a tenth so random outputs stay in [-1, 1]."""
+    import torch
+
+    return {
+        "observation.state": {"mean": torch.zeros(STATE_DIM), "std": torch.ones(STATE_DIM)},
+        "action": {"mean": torch.zeros(ACTION_DIM), "std": torch.full((ACTION_DIM,), 0.1)},
+    }
+
+
+def _save(cfg, out_dir: Path, seed: int) -> Path:
+    """Build the policy as LeRobot does (`make_policy` with LIBERO features) and save it with processors."""
+    import torch
+    from lerobot.policies import make_policy, make_pre_post_processors
+
+    from sgvla.policies.lerobot_vla import libero_env_config
+
+    torch.manual_seed(seed)
+    policy = make_policy(cfg, env_cfg=libero_env_config())
+    preprocessor, postprocessor = make_pre_post_processors(cfg, dataset_stats=_dataset_stats())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for part in (policy, preprocessor, postprocessor):
+        part.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_tiny_act(out_dir: str | Path, seed: int = 0) -> Path:
+    """ACT with an untrained ResNet-18 (no torchvision download) and a 32-wide transformer."""
+    from lerobot.policies.act.configuration_act import ACTConfig
+
+    cfg = ACTConfig(
+        device="cpu", input_features=_features(), pretrained_backbone_weights=None, dim_model=32,
+        n_heads=2, dim_feedforward=64, n_encoder_layers=1, n_decoder_layers=1, use_vae=False,
+        chunk_size=CHUNK, n_action_steps=CHUNK,
+    )
+    return _save(cfg, Path(out_dir), seed)
+
+
+def _tokenizer_corpus() -> list[str]:
+    from sgvla.scene_graph.ontology import RELATIONS, display_name, load_ontology
+
+    names = [display_name(o) for o in load_ontology("libero_spatial").objects]
+    names += [f"target_{n}" for n in names]
+    landmarks = ("the plate", "the ramekin", "the cookie box", "the stove", "the wooden cabinet", "table center")
+    tasks = [f"pick up the black bowl {where} {lm} and place it on the plate"
+             for where in ("between", "next to", "on", "in the top drawer of", "from") for lm in landmarks]
+    triplets = [f"({s}, {r}, {o})" for s in names[:3] for r in RELATIONS for o in names]
+    return tasks + triplets + ["Current simulator semantic context:", "Scene graph:", "View: agentview"]
+
+
+def build_tokenizer():
+    """A byte-level BPE with SmolVLM's special tokens (any text tokenizes; common words are single tokens)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(SPECIAL_TOKENS.values()),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_tokenizer_corpus(), trainer)
+    named = {k: SPECIAL_TOKENS[k] for k in ("pad_token", "bos_token", "eos_token")}
+    extra = {k: v for k, v in SPECIAL_TOKENS.items() if k not in named}
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=SPECIAL_TOKENS["pad_token"],
+                                   extra_special_tokens=extra, **named)
+
+
+def build_tiny_smolvlm(out_dir: str | Path) -> Path:
+    """A random SmolVLM config and processor: what SmolVLA loads by `vlm_model_name` (weights stay random)."""
+    from transformers import SmolVLMConfig, SmolVLMImageProcessor, SmolVLMProcessor, SmolVLMVideoProcessor
+
+    out_dir = Path(out_dir)
+    tokenizer = build_tokenizer()
+    patch, scale = 16, 2
+    processor = SmolVLMProcessor(
+        image_processor=SmolVLMImageProcessor(do_image_splitting=False, size={"longest_edge": IMAGE_SIZE},
+                                              max_image_size={"longest_edge": IMAGE_SIZE}),
+        tokenizer=tokenizer, video_processor=SmolVLMVideoProcessor(),
+        image_seq_len=(IMAGE_SIZE // patch) ** 2 // scale**2,
+    )
+    config = SmolVLMConfig(
+        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=1024, pad_token_id=tokenizer.pad_token_id),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=IMAGE_SIZE, patch_size=patch),
+        scale_factor=scale, image_token_id=tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS["image_token"]),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    processor.save_pretrained(out_dir)
+    config.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_tiny_smolvla(out_dir: str | Path, seed: int = 0) -> Path:
+    """SmolVLA over a tiny local backbone in ``out_dir/backbone``; tokenizer budget 48 as SmolVLA's."""
+    from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+
+    out_dir = Path(out_dir).resolve()
+    backbone = build_tiny_smolvlm(out_dir / "backbone")
+    cfg = SmolVLAConfig(
+        device="cpu", input_features=_features(), vlm_model_name=str(backbone), load_vlm_weights=False,
+        resize_imgs_with_padding=(IMAGE_SIZE, IMAGE_SIZE), chunk_size=CHUNK, n_action_steps=CHUNK, num_steps=2,
+    )
+    return _save(cfg, out_dir, seed)
+
+
+TINY_BUILDERS: dict[str, Callable[..., Path]] = {"act": build_tiny_act, "smolvla": build_tiny_smolvla}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("make-tiny-policy", help="save a tiny random-weight LeRobot policy (offline)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("type", choices=sorted(TINY_BUILDERS))
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = TINY_BUILDERS[args.type](args.out_dir, seed=args.seed)
+    print(f"{args.type} policy saved to {path}; load it with policy.type={args.type} policy.path={path}")
+    return 0
