@@ -43,11 +43,12 @@ def unique_names(names: Sequence[str]) -> tuple[str, ...]:
 
 
 class GraphDecoder:
-    """Turns (F, N, N) relation masks into Graphs without per-triplet Python work.
+    """Turns (F, N, N) relation arrays into Graphs without per-triplet Python work.
 
     Triplet objects are built once per (subject, object, relation) and reused;
     cells are visited in sorted-name order, so each frame's triplets come out
-    already in Graph order.
+    already in Graph order. Consecutive identical frames (the common case along a
+    trajectory) are decoded once and share one Graph.
     """
 
     def __init__(self, names: Sequence[str]) -> None:
@@ -59,15 +60,12 @@ class GraphDecoder:
     def graphs(self, masks: np.ndarray) -> list[Graph]:
         """Graphs of (F, N, N) relation masks."""
         ordered = self._ordered(np.asarray(masks, dtype=np.uint8), "relation masks")
-        bits = np.unpackbits(ordered[..., None], axis=-1, bitorder="little")[..., _BY_NAME]
-        frame, code = np.nonzero(bits.reshape(len(bits), ordered.shape[1] * len(RELATIONS)))
-        return self._assemble(frame, code, len(bits))
+        return self._decode_runs(ordered, self._from_masks)
 
     def graphs_from_relations(self, relations: np.ndarray) -> list[Graph]:
         """Graphs of (F, N, N) relation indices (-1 = none), one relation per pair at most."""
         ordered = self._ordered(np.asarray(relations, dtype=np.int8), "relations")
-        frame, cell = np.nonzero(ordered >= 0)
-        return self._assemble(frame, cell * len(RELATIONS) + _NAME_RANK[ordered[frame, cell]], len(ordered))
+        return self._decode_runs(ordered, self._from_relations)
 
     def _ordered(self, array: np.ndarray, what: str) -> np.ndarray:
         """Rows and columns in sorted-name order, flattened to (F, N * N)."""
@@ -75,6 +73,23 @@ class GraphDecoder:
         if array.ndim != 3 or array.shape[1:] != (n, n):
             raise ValueError(f"{what} must have shape (F, {n}, {n}), got {array.shape}")
         return array[:, self._order][:, :, self._order].reshape(len(array), n * n)
+
+    def _decode_runs(self, ordered: np.ndarray, decode) -> list[Graph]:
+        if len(ordered) == 0:
+            return []
+        new_run = np.ones(len(ordered), dtype=bool)
+        new_run[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        distinct = decode(ordered[new_run])
+        return [distinct[k] for k in (np.cumsum(new_run) - 1).tolist()]
+
+    def _from_masks(self, ordered: np.ndarray) -> list[Graph]:
+        bits = np.unpackbits(ordered[..., None], axis=-1, bitorder="little")[..., _BY_NAME]
+        frame, code = np.nonzero(bits.reshape(len(bits), ordered.shape[1] * len(RELATIONS)))
+        return self._assemble(frame, code, len(bits))
+
+    def _from_relations(self, ordered: np.ndarray) -> list[Graph]:
+        frame, cell = np.nonzero(ordered >= 0)
+        return self._assemble(frame, cell * len(RELATIONS) + _NAME_RANK[ordered[frame, cell]], len(ordered))
 
     def _assemble(self, frame: np.ndarray, code: np.ndarray, frames: int) -> list[Graph]:
         items = list(map(self._table.__getitem__, code.tolist()))

@@ -18,10 +18,10 @@ Conventions (robosuite / LIBERO):
   and kept only when ``x1 < x2`` and ``y1 < y2``. Objects without a box are not
   visible in that camera.
 
-The arithmetic follows the reference operation by operation, except the camera
-transform, written out as ``((m0 x + m1 y) + m2 z) + m3`` where the reference
-calls a matrix product whose summation order is up to BLAS; the two agree unless
-a coordinate falls within rounding error (~1e-12 px) of an integer.
+The arithmetic is reordered for speed (see :func:`_corner_bounds`); the reference
+itself leaves the summation order of its camera transform to BLAS. Boxes agree with
+the reference unless a projected corner falls within rounding error (~1e-12 px) of
+an integer pixel; tests check agreement on random scenes.
 """
 
 from __future__ import annotations
@@ -188,36 +188,41 @@ def _corner_bounds(
     camera: Camera,
     params: RelationParams,
 ) -> np.ndarray:
-    """Per object, min u, min v, max u, max v of its projected corners (NaN when none is in front).
+    """Per object, min and max over its corners of ``fx*x/z`` and ``fy*y/z`` (NaN: no corner in front).
 
     Inputs are component-first: ``centers`` (3, G, f), ``rotations`` (3, 3, G, f),
-    ``half`` (3, G, 1); the result is (4, N, f).
+    ``half`` (3, G, 1); the result is (4, N, f): min of each, then max of each.
 
-    Corner arithmetic follows the reference: ``R @ (half * sign)`` summed over the
-    three axes in order, then added to the center; a sign flip is exact in floating
-    point, so 4 sums give all 8 offsets. Truncation toward zero is monotonic, so it is
-    applied after the min/max (in :func:`_boxes_from_bounds`) with the same result.
+    Camera coordinates are affine in the corner, so each geom is moved to the camera
+    once, as its centre ``M c + t`` and its three half axes ``M R[:, j] h_j``, and the
+    8 corners are the sign combinations of those (a sign flip is exact, so 4 sums
+    give all 8). The constants ``cx``, ``cy`` and ``H - ...`` and the truncation are
+    applied after the min/max, in :func:`_boxes_from_bounds`: each is monotonic, so
+    the result is the same as applying them per corner.
     """
     g, f = centers.shape[1:]
-    a0, a1, a2 = (rotations[:, j] * half[j] for j in range(3))  # column j of R times half_j
-    s, d = a0 + a1, a0 - a1
-    offsets = np.empty((3, 4, g, f))
-    np.add(s, a2, out=offsets[:, 0])
-    np.subtract(s, a2, out=offsets[:, 1])
-    np.add(d, a2, out=offsets[:, 2])
-    np.subtract(d, a2, out=offsets[:, 3])
-    c = centers[:, None]
-    world = np.empty((3, 8, g, f))
-    np.add(c, offsets, out=world[:, :4])
-    np.subtract(c, offsets, out=world[:, 4:])
     m = world_to_cam
-    x, y, z = (m[..., i, 0] * world[0] + m[..., i, 1] * world[1] + m[..., i, 2] * world[2] + m[..., i, 3] for i in range(3))
+    axes = [rotations[:, j] * half[j] for j in range(3)]  # world half axis j of each geom
+    cam = np.empty((3, 8, g, f))
+    offsets = np.empty((4, g, f))
+    for i in range(3):
+        row = [m[..., i, k] for k in range(4)]
+        center = row[0] * centers[0] + row[1] * centers[1] + row[2] * centers[2] + row[3]
+        b0, b1, b2 = (row[0] * a[0] + row[1] * a[1] + row[2] * a[2] for a in axes)
+        s, d = b0 + b1, b0 - b1
+        np.add(s, b2, out=offsets[0])
+        np.subtract(s, b2, out=offsets[1])
+        np.add(d, b2, out=offsets[2])
+        np.subtract(d, b2, out=offsets[3])
+        np.add(center, offsets, out=cam[i, :4])
+        np.subtract(center, offsets, out=cam[i, 4:])
+    x, y, z = cam
     z = np.where(z > params.min_depth, z, np.nan)  # NaN corners drop out of fmin / fmax
-    K = camera.K
-    u = K[0, 0] * x / z + K[0, 2]
-    v = camera.height - (K[1, 1] * y / z + K[1, 2])
-    low = np.fmin.reduceat(_over_corners(np.fmin, np.stack([u, v], axis=1)), starts, axis=1)
-    high = np.fmax.reduceat(_over_corners(np.fmax, np.stack([u, v], axis=1)), starts, axis=1)
+    scaled = np.empty((8, 2, g, f))
+    np.divide(camera.K[0, 0] * x, z, out=scaled[:, 0])
+    np.divide(camera.K[1, 1] * y, z, out=scaled[:, 1])
+    low = np.fmin.reduceat(_over_corners(np.fmin, scaled), starts, axis=1)
+    high = np.fmax.reduceat(_over_corners(np.fmax, scaled), starts, axis=1)
     return np.concatenate([low, high])
 
 
@@ -230,13 +235,24 @@ def _over_corners(op: np.ufunc, values: np.ndarray) -> np.ndarray:
 
 
 def _boxes_from_bounds(bounds: np.ndarray, camera: Camera, params: RelationParams) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes from (F, N, 4) corner bounds ``[min fx*x/z, min fy*y/z, max fx*x/z, max fy*y/z]``."""
+    K, height = camera.K, camera.height
     has_point = ~np.isnan(bounds[..., 0])
-    pixels = np.clip(np.nan_to_num(bounds), -_PIXEL_LIMIT, _PIXEL_LIMIT).astype(np.int64)
+    pixels = np.stack(
+        [
+            bounds[..., 0] + K[0, 2],
+            height - (bounds[..., 3] + K[1, 2]),  # rows count from the bottom: max y gives min v
+            bounds[..., 2] + K[0, 2],
+            height - (bounds[..., 1] + K[1, 2]),
+        ],
+        axis=-1,
+    )
+    pixels = np.clip(np.nan_to_num(pixels), -_PIXEL_LIMIT, _PIXEL_LIMIT).astype(np.int64)
     pad = params.pad_px
     x1, y1, x2, y2 = pixels[..., 0] - pad, pixels[..., 1] - pad, pixels[..., 2] + pad, pixels[..., 3] + pad
-    oversize = ((x2 - x1) > camera.width * params.max_box_scale) | ((y2 - y1) > camera.height * params.max_box_scale)
+    oversize = ((x2 - x1) > camera.width * params.max_box_scale) | ((y2 - y1) > height * params.max_box_scale)
     x1, y1 = np.maximum(x1, 0), np.maximum(y1, 0)
-    x2, y2 = np.minimum(x2, camera.width), np.minimum(y2, camera.height)
+    x2, y2 = np.minimum(x2, camera.width), np.minimum(y2, height)
     visible = has_point & ~oversize & (x1 < x2) & (y1 < y2)
     return np.stack([x1, y1, x2, y2], axis=-1) * visible[..., None], visible
 

@@ -37,9 +37,7 @@ from sgvla.scene_graph.ontology import RELATION_INDEX, RELATIONS
 from sgvla.scene_graph.triplet import Graph
 
 NO_RELATION = -1
-LEFT, RIGHT, FRONT, BEHIND, ON_TOP, BELOW, INSIDE, CONTAINS = (
-    RELATION_INDEX[name] for name in RELATIONS
-)
+LEFT, FRONT, ON_TOP, INSIDE = (RELATION_INDEX[name] for name in ("is_left_of", "is_in_front_of", "is_on_top_of", "is_inside"))
 
 
 @dataclass(frozen=True)
@@ -107,24 +105,20 @@ def assign_relations_batch(
     stacked = intersecting & (overlap > params.overlap_threshold)
     stacked &= (vertical_name[:, None] | vertical_name[None, :])[:, :, None]
 
+    # Each pair's second relation is the first plus one (RELATIONS order), so a
+    # direction is "first relation + (test failed)".
     x, y, z = positions.transpose(2, 1, 0)
-    higher = z[:, None] >= z[None, :]
-    drawer = np.zeros((n, n, 1), dtype=bool)
+    first_vertical = np.full((n, n, 1), ON_TOP, dtype=np.int8)
     if is_drawer_task(task, params) and all(name in names for name in params.drawer_pair):
         a, b = (names.index(name) for name in params.drawer_pair)
-        drawer[a, b] = drawer[b, a] = True
-    vertical = np.where(
-        drawer, np.where(higher, INSIDE, CONTAINS), np.where(higher, ON_TOP, BELOW)
-    )
+        first_vertical[a, b] = first_vertical[b, a] = INSIDE
+    vertical = first_vertical + ~(z[:, None] >= z[None, :])
     dx = x[:, None] - x[None, :]
     dy = y[:, None] - y[None, :]
-    horizontal = np.where(
-        np.abs(dx) >= np.abs(dy),
-        np.where(dx > 0, FRONT, BEHIND),
-        np.where(dy > 0, LEFT, RIGHT),
-    )
+    horizontal = np.where(np.abs(dx) >= np.abs(dy), FRONT + ~(dx > 0), LEFT + ~(dy > 0)).astype(np.int8)
     relation = np.where(stacked, vertical, horizontal)
-    return np.where(pair, relation, NO_RELATION).astype(np.int8).transpose(2, 0, 1).copy()
+    relation[~pair] = NO_RELATION
+    return relation.transpose(2, 0, 1).copy()
 
 
 def one_frame(values: object, shape: tuple[int, ...], what: str, dtype: type) -> np.ndarray:

@@ -60,3 +60,12 @@ def test_relation_index_arrays_decode_like_masks():
 def test_encoding_unknown_objects_is_an_error():
     with pytest.raises(ValueError, match="not over objects"):
         TripletCodec(OBJECTS).encode([[("plate_1", "is_left_of", "stove_1")]])
+
+
+def test_repeated_frames_decode_like_distinct_ones():
+    a = Graph.of([("plate_1", "is_left_of", "cookies_1")])
+    b = Graph.of([("cookies_1", "is_right_of", "plate_1"), ("cookies_1", "is_behind", "plate_1")])
+    graphs = [a, a, b, a, Graph(), Graph(), b]
+    codec = TripletCodec(OBJECTS)
+    assert codec.decode(codec.encode(graphs)) == graphs
+    assert codec.decode(np.zeros((0, 3, 3), np.uint8)) == []
