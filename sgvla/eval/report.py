@@ -126,3 +126,21 @@ def plot(records: Iterable[dict], path: Path) -> Path:
     fig.savefig(path, dpi=150)
     plt.close(fig)
     return path
+
+
+def write_report(run_dir: Path, records: list[dict]) -> dict[str, Path]:
+    """table.md, table.csv and success.png beside the records; returns their paths."""
+    import csv
+
+    run_dir = Path(run_dir)
+    if not records:
+        raise ValueError(f"{run_dir}: no episode records to report")
+    paths = {"markdown": run_dir / "table.md", "csv": run_dir / "table.csv", "plot": run_dir / "success.png"}
+    paths["markdown"].write_text(markdown_table(records) + "\n")
+    rows = csv_rows(records)
+    with paths["csv"].open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(records, paths["plot"])
+    return paths

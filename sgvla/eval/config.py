@@ -1,0 +1,54 @@
+"""The evaluation plan: which policies, tasks, perturbations, context modes and seeds.
+
+Loaded from `config/eval/*.yaml` (see `sgvla.config`), overridable from the command line with
+`key=value`. Every (policy, task, perturbation, mode, seed) is one episode; all modes share the
+same seeds and perturbations, so std-vs-sg comparisons are matched pairs.
+"""
+
+from dataclasses import dataclass, field
+
+from sgvla.policies.registry import PolicySpec
+
+MODES = ("standard", "scene_graph", "scene_graph_full", "bounding_boxes", "scene_graph_bounding_boxes")
+GRAPH_SOURCES = ("ground_truth", "vlm")
+LIBERO_SPATIAL_TASKS = tuple(range(10))
+
+
+@dataclass
+class EvalConfig:
+    name: str = "eval"
+    policies: list[PolicySpec] = field(default_factory=lambda: [PolicySpec(type="prompt_grounded")])
+    tasks: list[int] = field(default_factory=lambda: list(LIBERO_SPATIAL_TASKS))
+    perturbations: str = "table7"  # a file of config/perturbations/
+    modes: list[str] = field(default_factory=lambda: ["standard", "scene_graph"])
+    episodes: int = 10  # seeds seed_offset .. seed_offset + episodes - 1
+    seed_offset: int = 0
+    graph_source: str = "ground_truth"
+    view: str = "agentview"
+    context_style: str = "reference"  # reference | compact | json
+    render_profile: str = "reference"  # reference (what learned policies were trained on) | fast
+    image_size: int = 256
+    max_steps: int | None = None  # None: the task suite's limit (LIBERO-Spatial: 280)
+    workers: int = 1
+    output_dir: str = "outputs/eval"
+    video: bool = False
+
+    def __post_init__(self):
+        bad = [m for m in self.modes if m not in MODES]
+        if bad:
+            raise ValueError(f"unknown mode(s) {bad}; choose from {list(MODES)}")
+        if not self.modes:
+            raise ValueError("modes is empty")
+        bad = [t for t in self.tasks if t not in LIBERO_SPATIAL_TASKS]
+        if bad:
+            raise ValueError(f"unknown task id(s) {bad}; LIBERO-Spatial has tasks 0..9")
+        if self.graph_source not in GRAPH_SOURCES:
+            raise ValueError(f"unknown graph_source {self.graph_source!r}; choose from {list(GRAPH_SOURCES)}")
+        if self.episodes < 1 or self.workers < 1:
+            raise ValueError("episodes and workers must be >= 1")
+        if not self.policies:
+            raise ValueError("policies is empty")
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.seed_offset, self.seed_offset + self.episodes))
