@@ -162,11 +162,10 @@ class LeRobotSource:
 
     def episodes(self) -> list[Episode]:
         meta = self.dataset.meta
-        tasks = list(meta.tasks.index) if hasattr(meta.tasks, "index") else []
         out = []
         for row in meta.episodes:
             task = (row.get("tasks") or [""])[0]
-            task_id = str(tasks.index(task)) if task in tasks else "0"
+            task_id = str(int(meta.tasks.loc[task, "task_index"])) if task in meta.tasks.index else "0"
             out.append(Episode(self.name, str(row["episode_index"]), task_id, task, int(row["length"])))
         return out
 

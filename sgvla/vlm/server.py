@@ -5,7 +5,6 @@ of one model are comparable, and it honours ``response_format`` JSON schemas (th
 as vLLM does. Loopback only: it refuses to bind any other address.
 """
 
-from __future__ import annotations
 
 import argparse
 import base64

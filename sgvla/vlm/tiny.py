@@ -92,8 +92,9 @@ def build_tiny_qwen2_5_vl(out_dir: str | Path, seed: int = 0) -> Path:
 
 
 def write_annotated_libero_file(path: str | Path, task: str, demos: int = 2, frames: int = 6, size: int = 64,
-                                seed: int = 0) -> Path:
-    """A LIBERO-layout HDF5 file in the ``sgvla annotate`` format, with random images and graphs."""
+                                seed: int = 0, graph: list[tuple[str, str, str]] | None = None) -> Path:
+    """A LIBERO-layout HDF5 file in the ``sgvla annotate`` format, with random images and graphs
+    (or ``graph`` in every frame and view)."""
     import json
 
     import h5py
@@ -117,6 +118,9 @@ def write_annotated_libero_file(path: str | Path, task: str, demos: int = 2, fra
             for view in ("agentview", "robot0_eye_in_hand"):
                 graphs = []
                 for _ in range(frames):
+                    if graph is not None:
+                        graphs.append(json.dumps([list(t) for t in graph]))
+                        continue
                     pairs = rng.choice(len(objects), size=(4, 2))
                     rels = rng.choice(len(RELATIONS), size=4)
                     triplets = {(objects[a], RELATIONS[r], objects[b]) for (a, b), r in zip(pairs, rels) if a != b}

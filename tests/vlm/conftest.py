@@ -1,0 +1,142 @@
+"""Fixtures: a tiny random Qwen2.5-VL saved and reloaded like a real checkpoint, annotated
+LIBERO-layout files, the model behind a real HTTP server, and a scriptable stub server for
+the error paths. Everything binds 127.0.0.1 and nothing is downloaded."""
+
+import json
+import os
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+STOVE_TASK = "pick up the black bowl on the stove and place it on the plate"
+PLATE_TASK = "pick up the black bowl next to the plate and place it on the plate"
+FIXED_GRAPH = [("akita_black_bowl_1", "is_left_of", "plate_1"), ("plate_1", "is_right_of", "akita_black_bowl_1"),
+               ("akita_black_bowl_2", "is_behind", "cookies_1"), ("cookies_1", "is_in_front_of", "akita_black_bowl_2")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    from sgvla.vlm.tiny import build_tiny_qwen2_5_vl
+
+    return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("tiny_qwen2_5_vl"))
+
+
+@pytest.fixture(scope="session")
+def tiny_backend(tiny_model_dir):
+    from sgvla.vlm.config import TransformersConfig
+
+    backend = TransformersConfig(model=str(tiny_model_dir), name="tiny-qwen", max_new_tokens=32, batch_size=4).build()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def libero_dir(tmp_path_factory):
+    """Two annotated files (tasks 8 and 4), 2 demos of 6 frames each, random graphs."""
+    from sgvla.vlm.tiny import write_annotated_libero_file
+
+    folder = tmp_path_factory.mktemp("libero")
+    write_annotated_libero_file(folder / "pick_up_the_black_bowl_on_the_stove_and_place_it_on_the_plate_demo.hdf5",
+                                STOVE_TASK, seed=1)
+    write_annotated_libero_file(folder / "next_to_plate.hdf5", PLATE_TASK, seed=2)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def model_server(tiny_backend):
+    """`sgvla vlm-serve`'s app around the tiny model, on a free loopback port in this process."""
+    import uvicorn
+
+    from sgvla.vlm.server import build_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(tiny_backend), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("vlm-serve app did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1"
+    server.should_exit = True
+    thread.join(10)
+
+
+class Stub:
+    """Answers chat completions by mode, the first path segment: ok, slow, malformed, empty,
+    nochoices, flaky (503 on every other call), big (413)."""
+
+    def __init__(self) -> None:
+        self.answer = "\n".join(f"({s}, {r}, {o})" for s, r, o in FIXED_GRAPH)
+        self.calls: list[tuple[str, dict]] = []
+        self.lock = threading.Lock()
+
+    def url(self, mode: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{mode}/v1"
+
+
+@pytest.fixture(scope="session")
+def stub():
+    state = Stub()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def reply(self, status: int, body: bytes) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout tests)
+
+        def do_POST(self):
+            mode = self.path.strip("/").split("/")[0]
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with state.lock:
+                state.calls.append((mode, body))
+                n = sum(m == mode for m, _ in state.calls)
+            if mode == "slow":
+                time.sleep(1.0)
+            if mode == "malformed":
+                return self.reply(200, b'{"choices": [ not json')
+            if mode == "nochoices":
+                return self.reply(200, b'{"object": "chat.completion"}')
+            if mode == "big":
+                return self.reply(413, b'{"error": {"message": "image too large"}}')
+            if mode == "flaky" and n % 2 == 1:
+                return self.reply(503, b'{"error": {"message": "overloaded"}}')
+            content = "" if mode == "empty" else state.answer
+            self.reply(200, json.dumps({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
