@@ -68,3 +68,25 @@ def test_ci_runs_the_readme_test_command():
     readme = (REPO_ROOT / "README.md").read_text()
     ci = (REPO_ROOT / ".ci/run").read_text()
     assert "make test" in readme and re.search(r"^make test$", ci, re.M)
+
+
+def _launch_nodes(path):
+    """(executable, parameter names) of every launch_ros Node(...) in a launch file."""
+    for call in ast.walk(ast.parse(path.read_text())):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Node":
+            kw = {k.arg: k.value for k in call.keywords}
+            params = [k.value for d in ast.walk(kw.get("parameters", ast.List(elts=[])))
+                      if isinstance(d, ast.Dict) for k in d.keys if isinstance(k, ast.Constant)]
+            yield kw["executable"].value, params
+
+
+@pytest.mark.parametrize("launch_file", sorted((REPO_ROOT / "launch").glob("*.launch.py")), ids=lambda p: p.name)
+def test_launch_files_name_existing_nodes_and_parameters(launch_file):
+    nodes = dict(re.findall(r'"(\w+)": "sgvla_ros\.(\w+):main"', (REPO_ROOT / "ros2_ws/src/sgvla_ros/setup.py").read_text()))
+    found = list(_launch_nodes(launch_file))
+    assert found, f"{launch_file.name} starts no node"
+    for executable, params in found:
+        assert executable in nodes, f"{launch_file.name}: unknown executable {executable}"
+        source = (REPO_ROOT / "nodes" / f"{nodes[executable]}.py").read_text()
+        for p in params:
+            assert f'declare_parameter("{p}"' in source, f"{executable} declares no parameter {p}"
