@@ -163,13 +163,16 @@ def project_boxes_batch(
     world_to_cam = camera.world_to_camera()
     if world_to_cam.ndim == 3 and len(world_to_cam) != frames:
         raise ValueError(f"camera {camera.name!r} has {len(world_to_cam)} poses for {frames} frames")
+    # Rows of the 3x4 transform: scalars for a fixed camera, contiguous (F,) arrays for a moving one.
+    moving = world_to_cam.ndim == 3
+    rows = np.ascontiguousarray(world_to_cam[:, :3].transpose(1, 2, 0)) if moving else world_to_cam[:3]
     bounds = np.full((frames, n, 4), np.nan)
     if geoms._present.any():
         order = geoms._order
         half = np.ascontiguousarray(geoms.half_sizes[order].T[:, :, None])  # (3, G, 1)
         for start in range(0, frames, _CHUNK_FRAMES):
             stop = min(start + _CHUNK_FRAMES, frames)
-            pose = world_to_cam if world_to_cam.ndim == 2 else world_to_cam[start:stop]
+            pose = rows[..., start:stop] if moving else rows
             # Layout (component, geom, frame): every operation below runs on contiguous rows.
             centers = np.take(geoms.centers[start:stop].transpose(2, 1, 0), order, axis=1)
             rotations = np.take(geoms.rotations[start:stop].transpose(2, 3, 1, 0), order, axis=2)
@@ -191,7 +194,8 @@ def _corner_bounds(
     """Per object, min and max over its corners of ``fx*x/z`` and ``fy*y/z`` (NaN: no corner in front).
 
     Inputs are component-first: ``centers`` (3, G, f), ``rotations`` (3, 3, G, f),
-    ``half`` (3, G, 1); the result is (4, N, f): min of each, then max of each.
+    ``half`` (3, G, 1), ``world_to_cam`` the top 3x4 of the transform, (3, 4) or
+    (3, 4, f); the result is (4, N, f): min of each, then max of each.
 
     Camera coordinates are affine in the corner, so each geom is moved to the camera
     once, as its centre ``M c + t`` and its three half axes ``M R[:, j] h_j``, and the
@@ -206,7 +210,7 @@ def _corner_bounds(
     cam = np.empty((3, 8, g, f))
     offsets = np.empty((4, g, f))
     for i in range(3):
-        row = [m[..., i, k] for k in range(4)]
+        row = list(m[i])
         center = row[0] * centers[0] + row[1] * centers[1] + row[2] * centers[2] + row[3]
         b0, b1, b2 = (row[0] * a[0] + row[1] * a[1] + row[2] * a[2] for a in axes)
         s, d = b0 + b1, b0 - b1
