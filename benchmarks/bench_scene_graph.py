@@ -92,7 +92,7 @@ def synthetic_episode(frames: int, size: int, seed: int = 0):
     t = np.linspace(0.0, 1.0, frames)
     positions = np.zeros((frames, len(names), 3))
     yaws = np.zeros((frames, len(names)))
-    for i, (name, ((x, y), _, height, _)) in enumerate(LAYOUT.items()):
+    for i, ((x, y), _, height, _) in enumerate(LAYOUT.values()):
         positions[:, i] = (x, y, TABLE_Z + height)
         positions[:, i] += rng.normal(0.0, 0.002, (frames, 3))
         yaws[:, i] = rng.uniform(-np.pi, np.pi) + 0.05 * np.sin(6 * t + i)
@@ -184,8 +184,16 @@ def straight_ground_truth(names, geoms, positions, cameras, task, params, frames
             boxes = {}
             for i, name in enumerate(names):
                 g = per_object[i]
-                box = straight_box(geoms.centers[f, g], geoms.rotations[f, g], geoms.half_sizes[g],
-                                   ext_inv, cam.K, cam.height, cam.width, params)
+                box = straight_box(
+                    geoms.centers[f, g],
+                    geoms.rotations[f, g],
+                    geoms.half_sizes[g],
+                    ext_inv,
+                    cam.K,
+                    cam.height,
+                    cam.width,
+                    params,
+                )
                 if box is not None:
                     boxes[name] = box
             graphs[view].append(straight_graph(boxes, world, task, params))
@@ -193,6 +201,7 @@ def straight_ground_truth(names, geoms, positions, cameras, task, params, frames
 
 
 # --- Scoring data: noisy predictions of reference graphs. ---
+
 
 def noisy_predictions(refs: list[Graph], ontology, seed: int = 1) -> list[Graph]:
     """Drop a third of each reference, reverse some triplets, add random ones, swap the bowls every 5th frame."""
@@ -210,6 +219,10 @@ def noisy_predictions(refs: list[Graph], ontology, seed: int = 1) -> list[Graph]
     every_fifth = np.arange(frames) % 5 == 0
     preds[every_fifth] = preds[every_fifth][:, swap][:, :, swap]
     return codec.decode(preds.astype(np.uint8))
+
+
+def table_row(step: object, frames: object, seconds: object, rate: object, target: object) -> str:
+    return f"| {step:<36} | {frames:>7} | {seconds:>8} | {rate:>9} | {target:<11} |"
 
 
 def best_of(repeats: int, run):
@@ -261,20 +274,24 @@ def main(argv: list[str] | None = None) -> int:
     scoring_s = time.perf_counter() - start
 
     mean_triplets = {view: np.mean([len(g) for g in fast_graphs[view]]) for view in cameras}
-    print(f"scene-graph core, one core, {len(names)} objects, {geoms.half_sizes.shape[0]} geoms, "
-          f"{len(cameras)} cameras, {args.size}x{args.size} images")
-    print(f"mean triplets/frame: " + ", ".join(f"{v} {m:.1f}" for v, m in mean_triplets.items()))
+    print(
+        f"scene-graph core, one core, {len(names)} objects, {geoms.half_sizes.shape[0]} geoms, "
+        f"{len(cameras)} cameras, {args.size}x{args.size} images"
+    )
+    print("mean triplets/frame: " + ", ".join(f"{v} {m:.1f}" for v, m in mean_triplets.items()))
     print()
-    print(f"| {'step':<36} | {'frames':>7} | {'seconds':>8} | {'frames/s':>9} | target      |")
-    print(f"|{'-' * 38}|{'-' * 9}|{'-' * 10}|{'-' * 11}|-------------|")
-    print(f"| {'ground truth, arrays':<36} | {args.frames:>7} | {fast_s:>8.3f} | {fast_fps:>9.0f} | >= 5000/s   |")
-    print(f"| {'ground truth, straightforward':<36} | {n_straight:>7} | {straight_s:>8.3f} | {straight_fps:>9.0f} |             |")
-    print(f"| {'speed-up (arrays / straightforward)':<36} | {'':>7} | {'':>8} | {ratio:>8.1f}x | >= 20x      |")
-    print(f"| {'scoring (aggregate)':<36} | {len(frames):>7} | {scoring_s:>8.3f} | {len(frames) / scoring_s:>9.0f} | < 10 s      |")
+    print(table_row("step", "frames", "seconds", "frames/s", "target"))
+    print(table_row("-" * 36, "-" * 7, "-" * 8, "-" * 9, "-" * 11))
+    print(table_row("ground truth, arrays", args.frames, f"{fast_s:.3f}", f"{fast_fps:.0f}", ">= 5000/s"))
+    print(table_row("ground truth, straightforward", n_straight, f"{straight_s:.3f}", f"{straight_fps:.0f}", ""))
+    print(table_row("speed-up (arrays / straightforward)", "", "", f"{ratio:.1f}x", ">= 20x"))
+    print(table_row("scoring (aggregate)", len(frames), f"{scoring_s:.3f}", f"{len(frames) / scoring_s:.0f}", "< 10 s"))
     print()
     print(f"graphs identical on {n_straight} frames x {len(cameras)} cameras: {mismatches == 0} ({mismatches} differ)")
-    print(f"scores: mean task F1 {scores.mean_task_f1:.4f}, micro F1 {scores.micro.f1:.4f}, "
-          f"swapped frames {scores.swapped_frames}")
+    print(
+        f"scores: mean task F1 {scores.mean_task_f1:.4f}, micro F1 {scores.micro.f1:.4f}, "
+        f"swapped frames {scores.swapped_frames}"
+    )
 
     failures = []
     if mismatches:

@@ -21,9 +21,7 @@ from sgvla.scene_graph.triplet import Graph, Triplet
 # Bit k of RELATIONS; index -1 (no relation) maps to the empty mask.
 _RELATION_BIT = np.array([1 << k for k in range(len(RELATIONS))] + [0], dtype=np.uint8)
 # Each relation bit moved to its inverse's bit: 0 <-> 1, 2 <-> 3, ...
-INVERSE_BITS = np.array(
-    [((m & 0x55) << 1) | ((m >> 1) & 0x55) for m in range(256)], dtype=np.uint8
-)
+INVERSE_BITS = np.array([((m & 0x55) << 1) | ((m >> 1) & 0x55) for m in range(256)], dtype=np.uint8)
 FIRST_OF_PAIR = np.uint8(0x55)
 # Graphs order the relations of one pair by name; decoding visits them in that order.
 _BY_NAME = np.array(sorted(range(len(RELATIONS)), key=RELATIONS.__getitem__))
@@ -131,7 +129,9 @@ class TripletCodec:
             raise ValueError(f"graphs must hold (subject, relation, object) triplets: {exc}") from exc
         bits = np.zeros((frames, n * n * len(RELATIONS)), dtype=bool)
         bits[np.repeat(np.arange(frames), lengths), codes] = True
-        return np.packbits(bits.reshape(frames, n * n, len(RELATIONS)), axis=-1, bitorder="little").reshape(frames, n, n)
+        return np.packbits(bits.reshape(frames, n * n, len(RELATIONS)), axis=-1, bitorder="little").reshape(
+            frames, n, n
+        )
 
     def decode(self, masks: np.ndarray) -> list[Graph]:
         return self._decoder.graphs(masks)

@@ -64,7 +64,9 @@ class PRF:
     def from_counts(cls, tp: int, fp: int, fn: int) -> PRF:
         nothing = 1.0 if tp + fp + fn == 0 else 0.0
         return cls(
-            tp, fp, fn,
+            tp,
+            fp,
+            fn,
             precision=_ratio(tp, tp + fp, nothing),
             recall=_ratio(tp, tp + fn, nothing),
             f1=_ratio(2 * tp, 2 * tp + fp + fn, 1.0),

@@ -113,7 +113,9 @@ class Ontology:
                     raise ValueError(f"ontology {self.name!r}: object {obj!r} in two interchangeable groups")
                 grouped.add(obj)
         if len(self.assignments()) > MAX_ASSIGNMENTS:
-            raise ValueError(f"ontology {self.name!r}: interchangeable groups allow more than {MAX_ASSIGNMENTS} assignments")
+            raise ValueError(
+                f"ontology {self.name!r}: interchangeable groups allow more than {MAX_ASSIGNMENTS} assignments"
+            )
         for alias, target in self.aliases.items():
             if target not in self.objects:
                 raise ValueError(f"ontology {self.name!r}: alias {alias!r} names unknown object {target!r}")

@@ -193,7 +193,10 @@ class _Parser:
             self._accept(_entry_text(item), *self.fields(list(item)))
         elif isinstance(item, dict):
             keys = {str(k).lower(): v for k, v in item.items()}
-            picked = [next((keys[k] for k in group if k in keys), None) for group in (_SUBJECT_KEYS, _RELATION_KEYS, _OBJECT_KEYS)]
+            picked = [
+                next((keys[k] for k in group if k in keys), None)
+                for group in (_SUBJECT_KEYS, _RELATION_KEYS, _OBJECT_KEYS)
+            ]
             if all(isinstance(p, str) for p in picked):
                 self._accept(_entry_text(item), *self.fields(picked))  # type: ignore[arg-type]
                 return

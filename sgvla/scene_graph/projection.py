@@ -124,14 +124,21 @@ class GeomBatch:
         if half_sizes.shape != (g, 3):
             raise ValueError(f"half_sizes must have shape ({g}, 3), got {half_sizes.shape}")
         if g and (geom_object.min() < 0 or geom_object.max() >= self.n_objects):
-            raise ValueError(f"geom_object values must lie in [0, {self.n_objects}), got {geom_object.min()}..{geom_object.max()}")
+            raise ValueError(
+                f"geom_object values must lie in [0, {self.n_objects}), got {geom_object.min()}..{geom_object.max()}"
+            )
         order = np.argsort(geom_object, kind="stable")
         counts = np.bincount(geom_object, minlength=self.n_objects)
         present = counts > 0
         starts = (np.cumsum(counts) - counts)[present]
         for name, value in (
-            ("geom_object", geom_object), ("centers", centers), ("rotations", rotations),
-            ("half_sizes", half_sizes), ("_order", order), ("_starts", starts), ("_present", present),
+            ("geom_object", geom_object),
+            ("centers", centers),
+            ("rotations", rotations),
+            ("half_sizes", half_sizes),
+            ("_order", order),
+            ("_starts", starts),
+            ("_present", present),
         ):
             object.__setattr__(self, name, value)
 

@@ -33,11 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from sgvla.scene_graph.codec import decoder_for, unique_names
-from sgvla.scene_graph.ontology import RELATION_INDEX, RELATIONS
+from sgvla.scene_graph.ontology import RELATION_INDEX
 from sgvla.scene_graph.triplet import Graph
 
 NO_RELATION = -1
-LEFT, FRONT, ON_TOP, INSIDE = (RELATION_INDEX[name] for name in ("is_left_of", "is_in_front_of", "is_on_top_of", "is_inside"))
+LEFT, FRONT, ON_TOP, INSIDE = (
+    RELATION_INDEX[name] for name in ("is_left_of", "is_in_front_of", "is_on_top_of", "is_inside")
+)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,14 @@ OBJECTS = ("plate_1", "akita_black_bowl_2", "cookies_1")
 
 
 def test_graph_is_sorted_by_subject_object_relation_and_deduplicated():
-    graph = Graph.of([("plate_1", "is_left_of", "cookies_1"), ("akita_black_bowl_2", "is_behind", "plate_1"),
-                      ("plate_1", "is_behind", "akita_black_bowl_2"), ("plate_1", "is_left_of", "cookies_1")])
+    graph = Graph.of(
+        [
+            ("plate_1", "is_left_of", "cookies_1"),
+            ("akita_black_bowl_2", "is_behind", "plate_1"),
+            ("plate_1", "is_behind", "akita_black_bowl_2"),
+            ("plate_1", "is_left_of", "cookies_1"),
+        ]
+    )
     assert graph.triplets == (
         Triplet("akita_black_bowl_2", "is_behind", "plate_1"),
         Triplet("plate_1", "is_behind", "akita_black_bowl_2"),
@@ -32,7 +38,9 @@ def test_graph_rejects_malformed_triplets():
         Graph.from_json('{"a": 1}')
 
 
-triplets = st.lists(st.tuples(st.sampled_from(OBJECTS), st.sampled_from(RELATIONS), st.sampled_from(OBJECTS)), max_size=20)
+triplets = st.lists(
+    st.tuples(st.sampled_from(OBJECTS), st.sampled_from(RELATIONS), st.sampled_from(OBJECTS)), max_size=20
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -49,10 +57,14 @@ def test_relation_index_arrays_decode_like_masks():
     relations = np.array([[[-1, 0, 7], [3, -1, -1], [-1, 5, -1]]], dtype=np.int8)
     decoder = GraphDecoder(OBJECTS)
     assert decoder.graphs_from_relations(relations) == decoder.graphs(relation_masks(relations))
-    assert decoder.graphs_from_relations(relations)[0] == Graph.of([
-        ("plate_1", "is_left_of", "akita_black_bowl_2"), ("plate_1", "contains", "cookies_1"),
-        ("akita_black_bowl_2", "is_behind", "plate_1"), ("cookies_1", "is_below_of", "akita_black_bowl_2"),
-    ])
+    assert decoder.graphs_from_relations(relations)[0] == Graph.of(
+        [
+            ("plate_1", "is_left_of", "akita_black_bowl_2"),
+            ("plate_1", "contains", "cookies_1"),
+            ("akita_black_bowl_2", "is_behind", "plate_1"),
+            ("cookies_1", "is_below_of", "akita_black_bowl_2"),
+        ]
+    )
     with pytest.raises(ValueError, match=r"shape \(F, 3, 3\)"):
         decoder.graphs(np.zeros((1, 2, 2), np.uint8))
 

@@ -42,14 +42,16 @@ def test_agentview_and_wrist_graphs():
     views = ground_truth_graphs(NAMES, geoms, positions, cameras, TASK)
     agentview, wrist = views["agentview"], views["robot0_eye_in_hand"]
     assert set(agentview.boxes) == set(NAMES)
-    assert agentview.graph == Graph.of([
-        ("akita_black_bowl_1", "is_on_top_of", "plate_1"),
-        ("plate_1", "is_below_of", "akita_black_bowl_1"),
-        ("akita_black_bowl_1", "is_behind", "cookies_1"),
-        ("cookies_1", "is_in_front_of", "akita_black_bowl_1"),
-        ("plate_1", "is_behind", "cookies_1"),
-        ("cookies_1", "is_in_front_of", "plate_1"),
-    ])
+    assert agentview.graph == Graph.of(
+        [
+            ("akita_black_bowl_1", "is_on_top_of", "plate_1"),
+            ("plate_1", "is_below_of", "akita_black_bowl_1"),
+            ("akita_black_bowl_1", "is_behind", "cookies_1"),
+            ("cookies_1", "is_in_front_of", "akita_black_bowl_1"),
+            ("plate_1", "is_behind", "cookies_1"),
+            ("cookies_1", "is_in_front_of", "plate_1"),
+        ]
+    )
     # Visibility-filtered by wrist boxes, world-frame relations: the agentview graph restricted to what it sees.
     assert set(wrist.boxes) == {"akita_black_bowl_1", "plate_1"}
     assert wrist.graph == Graph.of(t for t in agentview.graph if "cookies_1" not in (t.subject, t.object))
@@ -63,14 +65,19 @@ def test_batch_matches_single_frames_with_a_moving_camera():
     moving_positions = np.repeat(positions[None], frames, axis=0)
     moving_positions[:, 0, 0] += shift  # the bowl slides along +x past the cookies
     batch_geoms = GeomBatch(
-        np.arange(3), moving_positions, np.repeat(np.eye(3)[None, None], frames, axis=0).repeat(3, axis=1),
-        np.array([g.half_sizes[0] for g in geoms]), 3,
+        np.arange(3),
+        moving_positions,
+        np.repeat(np.eye(3)[None, None], frames, axis=0).repeat(3, axis=1),
+        np.array([g.half_sizes[0] for g in geoms]),
+        3,
     )
     wrist_poses = np.stack([looking_down(s, 0.0, 1.15) for s in shift])
     batch_cameras = {"agentview": cameras["agentview"], "robot0_eye_in_hand": Camera("w", K, wrist_poses, 128, 128)}
     batch = ground_truth_batch(NAMES, batch_geoms, moving_positions, batch_cameras, TASK)
     for f in range(frames):
-        frame_geoms = [ObjectGeoms(moving_positions[f, i][None], np.eye(3)[None], geoms[i].half_sizes) for i in range(3)]
+        frame_geoms = [
+            ObjectGeoms(moving_positions[f, i][None], np.eye(3)[None], geoms[i].half_sizes) for i in range(3)
+        ]
         single = {"agentview": cameras["agentview"], "robot0_eye_in_hand": Camera("w", K, wrist_poses[f], 128, 128)}
         expected = ground_truth_graphs(NAMES, frame_geoms, moving_positions[f], single, TASK)
         for view in batch:

@@ -28,12 +28,20 @@ def test_relations_form_four_inverse_pairs():
 def test_libero_spatial_ontology():
     ontology = load_ontology("libero_spatial")
     assert ontology.objects == (
-        "akita_black_bowl_1", "akita_black_bowl_2", "cookies_1", "glazed_rim_porcelain_ramekin_1",
-        "plate_1", "wooden_cabinet_1", "flat_stove_1",
+        "akita_black_bowl_1",
+        "akita_black_bowl_2",
+        "cookies_1",
+        "glazed_rim_porcelain_ramekin_1",
+        "plate_1",
+        "wooden_cabinet_1",
+        "flat_stove_1",
     )
     assert ontology.manipulated == "akita_black_bowl_1"
     assert ontology.interchangeable == (("akita_black_bowl_1", "akita_black_bowl_2"),)
-    assert ontology.assignments() == [{}, {"akita_black_bowl_1": "akita_black_bowl_2", "akita_black_bowl_2": "akita_black_bowl_1"}]
+    assert ontology.assignments() == [
+        {},
+        {"akita_black_bowl_1": "akita_black_bowl_2", "akita_black_bowl_2": "akita_black_bowl_1"},
+    ]
 
 
 def test_so101_ontology():
@@ -46,8 +54,13 @@ def test_so101_ontology():
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("plate_1", "plate"), ("akita_black_bowl_1", "akita_black_bowl"),
-     ("glazed_rim_porcelain_ramekin_1", "glazed_rim_porcelain_ramekin"), ("black_bowl", "black_bowl"), ("a_12", "a")],
+    [
+        ("plate_1", "plate"),
+        ("akita_black_bowl_1", "akita_black_bowl"),
+        ("glazed_rim_porcelain_ramekin_1", "glazed_rim_porcelain_ramekin"),
+        ("black_bowl", "black_bowl"),
+        ("a_12", "a"),
+    ],
 )
 def test_display_name_strips_the_instance_suffix(name, expected):
     assert display_name(name) == expected
@@ -61,11 +74,21 @@ def test_name_key_normalizes_case_separators_and_articles():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("plate", "plate_1"), ("Plate 1", "plate_1"), ("ramekin", "glazed_rim_porcelain_ramekin_1"),
-        ("cookie box", "cookies_1"), ("cookies", "cookies_1"), ("stove", "flat_stove_1"),
-        ("flat stove", "flat_stove_1"), ("cabinet", "wooden_cabinet_1"), ("wooden cabinet", "wooden_cabinet_1"),
-        ("AKITA_BLACK_BOWL_2", "akita_black_bowl_2"), ("target_akita_black_bowl", "akita_black_bowl_1"),
-        ("black bowl", None), ("bowl", None), ("akita_black_bowl", None), ("table", None),
+        ("plate", "plate_1"),
+        ("Plate 1", "plate_1"),
+        ("ramekin", "glazed_rim_porcelain_ramekin_1"),
+        ("cookie box", "cookies_1"),
+        ("cookies", "cookies_1"),
+        ("stove", "flat_stove_1"),
+        ("flat stove", "flat_stove_1"),
+        ("cabinet", "wooden_cabinet_1"),
+        ("wooden cabinet", "wooden_cabinet_1"),
+        ("AKITA_BLACK_BOWL_2", "akita_black_bowl_2"),
+        ("target_akita_black_bowl", "akita_black_bowl_1"),
+        ("black bowl", None),
+        ("bowl", None),
+        ("akita_black_bowl", None),
+        ("table", None),
     ],
 )
 def test_resolve(text, expected):
@@ -92,7 +115,10 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("name: x\nobjects: [a_1]\nmanipulated: b_1\n", "manipulated object 'b_1' not in objects"),
         ("name: x\nobjects: [a_1]\n", "missing keys ['manipulated']"),
         ("name: x\nobjects: [a_1, a_1]\nmanipulated: a_1\n", "duplicate objects"),
-        ("name: x\nobjects: [a_1, b_1]\nmanipulated: a_1\ninterchangeable: [[a_1, c_1]]\n", "interchangeable object 'c_1'"),
+        (
+            "name: x\nobjects: [a_1, b_1]\nmanipulated: a_1\ninterchangeable: [[a_1, c_1]]\n",
+            "interchangeable object 'c_1'",
+        ),
         ("name: x\nobjects: [a_1]\nmanipulated: a_1\ninterchangeable: [[a_1]]\n", "needs 2+ objects"),
         ("name: x\nobjects: [a_1]\nmanipulated: a_1\naliases: {thing: b_1}\n", "alias 'thing' names unknown object"),
         ("name: x\nobjects: [p_1, q_1]\nmanipulated: p_1\naliases: {p: q_1}\n", "conflicts with object 'p_1'"),

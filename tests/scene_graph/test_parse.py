@@ -25,11 +25,24 @@ def test_realistic_answers(case):
 @pytest.mark.parametrize(
     ("phrase", "relation"),
     [
-        ("left of", "is_left_of"), ("is left of", "is_left_of"), ("LEFT_OF", "is_left_of"), ("to the left of", "is_left_of"),
-        ("is_right_of", "is_right_of"), ("in front of", "is_in_front_of"), ("behind", "is_behind"),
-        ("on top of", "is_on_top_of"), ("on", "is_on_top_of"), ("above", "is_on_top_of"), ("below", "is_below_of"),
-        ("under", "is_below_of"), ("inside", "is_inside"), ("in", "is_inside"), ("contains", "contains"),
-        ("next to", None), ("near", None), ("", None),
+        ("left of", "is_left_of"),
+        ("is left of", "is_left_of"),
+        ("LEFT_OF", "is_left_of"),
+        ("to the left of", "is_left_of"),
+        ("is_right_of", "is_right_of"),
+        ("in front of", "is_in_front_of"),
+        ("behind", "is_behind"),
+        ("on top of", "is_on_top_of"),
+        ("on", "is_on_top_of"),
+        ("above", "is_on_top_of"),
+        ("below", "is_below_of"),
+        ("under", "is_below_of"),
+        ("inside", "is_inside"),
+        ("in", "is_inside"),
+        ("contains", "contains"),
+        ("next to", None),
+        ("near", None),
+        ("", None),
     ],
 )
 def test_relation_synonyms(phrase, relation):
@@ -58,16 +71,29 @@ def test_never_raises_and_only_returns_valid_triplets(text):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=20,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+        max_leaves=20,
+    )
+)
 def test_never_raises_on_json(value):
     import json
+
     parse_triplets(json.dumps(value), ONTOLOGY)
 
 
 def test_pathological_inputs():
-    for text in ["[" * 5000, "{" * 5000 + "}" * 5000, "(" * 3000, "1" * 10000, "a " * 5000, "<think>", "</think>", None, 42]:
+    for text in [
+        "[" * 5000,
+        "{" * 5000 + "}" * 5000,
+        "(" * 3000,
+        "1" * 10000,
+        "a " * 5000,
+        "<think>",
+        "</think>",
+        None,
+        42,
+    ]:
         parse_triplets(text, ONTOLOGY)  # type: ignore[arg-type]

@@ -80,12 +80,13 @@ def test_oversize_boxes_are_discarded():
 def test_an_object_is_the_union_of_its_geoms():
     a = cube([-0.2, 0, 1], [0.01, 0.01, 0.0])
     b = cube([0.2, 0.1, 1], [0.01, 0.01, 0.0])
-    both = ObjectGeoms(np.concatenate([a.centers, b.centers]), np.concatenate([a.rotations, b.rotations]),
-                       np.concatenate([a.half_sizes, b.half_sizes]))
-    (x1, y1, _, _), (_, _, x2, y2) = box_of(a)[0], box_of(b)[0]
-    box = box_of(both)[0]
-    assert (box[0], box[2]) == (x1, x2)
-    assert box[1] == min(box_of(a)[0][1], box_of(b)[0][1]) and box[3] == max(box_of(a)[0][3], y2)
+    both = ObjectGeoms(
+        np.concatenate([a.centers, b.centers]),
+        np.concatenate([a.rotations, b.rotations]),
+        np.concatenate([a.half_sizes, b.half_sizes]),
+    )
+    box_a, box_b = box_of(a)[0], box_of(b)[0]
+    assert box_of(both)[0] == (*map(min, box_a[:2], box_b[:2]), *map(max, box_a[2:], box_b[2:]))
 
 
 def test_object_without_geoms_is_not_visible():
@@ -98,12 +99,16 @@ def test_moving_camera_has_one_pose_per_frame():
     shifted = EYE.copy()
     shifted[0, 3] = 0.2  # camera moved +0.2 along x: the object appears 20 px further left
     camera = Camera("wrist", K, np.stack([EYE, shifted]), 128, 128)
-    geoms = GeomBatch(np.array([0]), np.array([[[0, 0, 1.0]]] * 2), np.array([[np.eye(3)]] * 2), np.array([[0.01, 0.01, 0]]), 1)
+    geoms = GeomBatch(
+        np.array([0]), np.array([[[0, 0, 1.0]]] * 2), np.array([[np.eye(3)]] * 2), np.array([[0.01, 0.01, 0]]), 1
+    )
     boxes, visible = project_boxes_batch(geoms, camera)
     assert visible.all()
     assert boxes[0, 0, 0] - boxes[1, 0, 0] == 20
     with pytest.raises(ValueError, match="2 poses for 1 frames"):
-        project_boxes_batch(GeomBatch(np.array([0]), geoms.centers[:1], geoms.rotations[:1], geoms.half_sizes, 1), camera)
+        project_boxes_batch(
+            GeomBatch(np.array([0]), geoms.centers[:1], geoms.rotations[:1], geoms.half_sizes, 1), camera
+        )
 
 
 def test_shapes_are_checked():

@@ -107,7 +107,9 @@ def test_projection_matches_the_reference_arithmetic(seed, n_objects, frames, si
         inverse = np.linalg.inv(poses[f])
         for i in range(n_objects):
             mine = np.flatnonzero(geom_object == i)
-            expected = None if not len(mine) else reference_box(
-                centers[f, mine], rotations[f, mine], half[mine], inverse, K, size, size, params
+            expected = (
+                None
+                if not len(mine)
+                else reference_box(centers[f, mine], rotations[f, mine], half[mine], inverse, K, size, size, params)
             )
             assert (tuple(boxes[f, i]) if visible[f, i] else None) == expected

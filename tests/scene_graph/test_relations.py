@@ -13,7 +13,9 @@ APART = ([0, 0, 10, 10], [50, 50, 60, 60])
 
 
 def pair(a, b, pos_a, pos_b, box_a=APART[0], box_b=APART[1], task=PICK, params=RelationParams()):
-    graph = assign_relations([a, b], np.array([pos_a, pos_b], float), np.array([box_a, box_b]), np.array([True, True]), task, params)
+    graph = assign_relations(
+        [a, b], np.array([pos_a, pos_b], float), np.array([box_a, box_b]), np.array([True, True]), task, params
+    )
     return {(s, o): r for s, r, o in graph}
 
 
@@ -57,9 +59,13 @@ def test_overlap_threshold(box_b, stacked):
 
 def test_threshold_is_a_parameter():
     params = RelationParams(overlap_threshold=0.85)
-    relations = pair("akita_black_bowl_1", "plate_1", (0.3, 0, 1), (0, 0, 0.9), [0, 0, 10, 10], [1, 0, 11, 10], params=params)
+    relations = pair(
+        "akita_black_bowl_1", "plate_1", (0.3, 0, 1), (0, 0, 0.9), [0, 0, 10, 10], [1, 0, 11, 10], params=params
+    )
     assert relations[("akita_black_bowl_1", "plate_1")] == "is_on_top_of"
-    relations = pair("akita_black_bowl_1", "plate_1", (0.3, 0, 1), (0, 0, 0.9), [0, 0, 10, 10], [2, 0, 12, 10], params=params)
+    relations = pair(
+        "akita_black_bowl_1", "plate_1", (0.3, 0, 1), (0, 0, 0.9), [0, 0, 10, 10], [2, 0, 12, 10], params=params
+    )
     assert relations[("akita_black_bowl_1", "plate_1")] == "is_in_front_of"
 
 
@@ -68,8 +74,13 @@ def test_vertical_needs_a_bowl_in_the_pair():
     no_bowl = pair("plate_1", "cookies_1", (0, 0.1, 1), (0, 0, 0), *overlapping)
     assert no_bowl[("plate_1", "cookies_1")] == "is_left_of"
     bowl_as_object = pair("plate_1", "akita_black_bowl_2", (0, 0.1, 1), (0, 0, 0), *overlapping)
-    assert bowl_as_object == {("plate_1", "akita_black_bowl_2"): "is_on_top_of", ("akita_black_bowl_2", "plate_1"): "is_below_of"}
-    keyword = pair("plate_1", "cookies_1", (0, 0.1, 1), (0, 0, 0), *overlapping, params=RelationParams(vertical_keyword="plate"))
+    assert bowl_as_object == {
+        ("plate_1", "akita_black_bowl_2"): "is_on_top_of",
+        ("akita_black_bowl_2", "plate_1"): "is_below_of",
+    }
+    keyword = pair(
+        "plate_1", "cookies_1", (0, 0.1, 1), (0, 0, 0), *overlapping, params=RelationParams(vertical_keyword="plate")
+    )
     assert keyword[("plate_1", "cookies_1")] == "is_on_top_of"
 
 
@@ -89,15 +100,31 @@ def test_vertical_tie_puts_both_on_top():
     ],
 )
 def test_drawer_rule(task, bowl_z, expected):
-    relations = pair("akita_black_bowl_1", "wooden_cabinet_1", (0, 0, bowl_z), (0, 0.1, 0.8), [0, 0, 10, 10], [0, 0, 30, 30], task)
-    assert (relations[("akita_black_bowl_1", "wooden_cabinet_1")], relations[("wooden_cabinet_1", "akita_black_bowl_1")]) == expected
+    relations = pair(
+        "akita_black_bowl_1", "wooden_cabinet_1", (0, 0, bowl_z), (0, 0.1, 0.8), [0, 0, 10, 10], [0, 0, 30, 30], task
+    )
+    assert (
+        relations[("akita_black_bowl_1", "wooden_cabinet_1")],
+        relations[("wooden_cabinet_1", "akita_black_bowl_1")],
+    ) == expected
 
 
 def test_drawer_rule_only_for_its_pair():
-    relations = pair("akita_black_bowl_2", "wooden_cabinet_1", (0, 0, 1), (0, 0.1, 0.8), [0, 0, 10, 10], [0, 0, 30, 30], DRAWER)
+    relations = pair(
+        "akita_black_bowl_2", "wooden_cabinet_1", (0, 0, 1), (0, 0.1, 0.8), [0, 0, 10, 10], [0, 0, 30, 30], DRAWER
+    )
     assert relations[("akita_black_bowl_2", "wooden_cabinet_1")] == "is_on_top_of"
     params = RelationParams(drawer_pair=("akita_black_bowl_2", "wooden_cabinet_1"))
-    relations = pair("akita_black_bowl_2", "wooden_cabinet_1", (0, 0, 1), (0, 0.1, 0.8), [0, 0, 10, 10], [0, 0, 30, 30], DRAWER, params)
+    relations = pair(
+        "akita_black_bowl_2",
+        "wooden_cabinet_1",
+        (0, 0, 1),
+        (0, 0.1, 0.8),
+        [0, 0, 10, 10],
+        [0, 0, 30, 30],
+        DRAWER,
+        params,
+    )
     assert relations[("akita_black_bowl_2", "wooden_cabinet_1")] == "is_inside"
 
 

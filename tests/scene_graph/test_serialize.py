@@ -6,13 +6,15 @@ from sgvla.scene_graph import Graph, compose_prompt, format_prompt_context, load
 
 ONTOLOGY = load_ontology("libero_spatial")
 TASK = "pick up the black bowl between the plate and the ramekin and place it on the plate"
-GRAPH = Graph.of([
-    ("akita_black_bowl_1", "is_left_of", "plate_1"),
-    ("akita_black_bowl_1", "is_behind", "glazed_rim_porcelain_ramekin_1"),
-    ("akita_black_bowl_1", "is_right_of", "akita_black_bowl_2"),
-    ("plate_1", "is_right_of", "akita_black_bowl_1"),
-    ("akita_black_bowl_2", "is_left_of", "akita_black_bowl_1"),
-])
+GRAPH = Graph.of(
+    [
+        ("akita_black_bowl_1", "is_left_of", "plate_1"),
+        ("akita_black_bowl_1", "is_behind", "glazed_rim_porcelain_ramekin_1"),
+        ("akita_black_bowl_1", "is_right_of", "akita_black_bowl_2"),
+        ("plate_1", "is_right_of", "akita_black_bowl_1"),
+        ("akita_black_bowl_2", "is_left_of", "akita_black_bowl_1"),
+    ]
+)
 
 
 def test_reference_block_is_subject_filtered_with_target_prefix():
@@ -43,18 +45,24 @@ def test_other_subject_and_empty_graphs():
     lines = format_prompt_context(GRAPH, "robot0_eye_in_hand", ONTOLOGY, subject_filter="plate_1").splitlines()
     assert lines[2:] == ["View: robot0_eye_in_hand", "(plate, is_right_of, target_akita_black_bowl)"]
     assert format_prompt_context(Graph(), "agentview", ONTOLOGY).endswith("View: agentview\n(none)")
-    assert format_prompt_context(Graph(), "agentview", ONTOLOGY, style="compact").endswith("Scene graph (agentview): none")
+    assert format_prompt_context(Graph(), "agentview", ONTOLOGY, style="compact").endswith(
+        "Scene graph (agentview): none"
+    )
 
 
 def test_lines_that_read_the_same_are_written_once():
     two_instances = load_ontology("libero_spatial")
     graph = Graph.of([("plate_1", "is_left_of", "cookies_1"), ("plate_1", "is_left_of", "cookies_1")])
-    assert format_prompt_context(graph, "v", two_instances, subject_filter=None).count("(plate, is_left_of, cookies)") == 1
+    assert (
+        format_prompt_context(graph, "v", two_instances, subject_filter=None).count("(plate, is_left_of, cookies)") == 1
+    )
 
 
 def test_bounding_boxes_block():
     boxes = {"plate_1": [10, 20, 30, 40], "akita_black_bowl_1": (1, 2, 3, 4)}
-    context = format_prompt_context(GRAPH.filter_subject("plate_1"), "agentview", ONTOLOGY, subject_filter=None, boxes=boxes)
+    context = format_prompt_context(
+        GRAPH.filter_subject("plate_1"), "agentview", ONTOLOGY, subject_filter=None, boxes=boxes
+    )
     assert context.split("\n\n")[1] == (
         "Bounding boxes:\nView: agentview\ntarget_akita_black_bowl: [1, 2, 3, 4]\nplate: [10, 20, 30, 40]"
     )
