@@ -61,6 +61,22 @@ def libero_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def fixed_graph():
+    return FIXED_GRAPH
+
+
+@pytest.fixture(scope="session")
+def fixed_dir(tmp_path_factory):
+    """Two annotated files (tasks 8 and 4), 1 demo of 3 frames each, FIXED_GRAPH in every frame."""
+    from sgvla.vlm.tiny import write_annotated_libero_file
+
+    folder = tmp_path_factory.mktemp("fixed")
+    write_annotated_libero_file(folder / "a.hdf5", STOVE_TASK, demos=1, frames=3, graph=FIXED_GRAPH)
+    write_annotated_libero_file(folder / "b.hdf5", PLATE_TASK, demos=1, frames=3, graph=FIXED_GRAPH)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def model_server(tiny_backend):
     """`sgvla vlm-serve`'s app around the tiny model, on a free loopback port in this process."""
     import uvicorn

@@ -1,0 +1,86 @@
+"""`sgvla vlm-bench` end to end: tiny local model and HTTP path, resumability, scoring."""
+
+import json
+
+import pytest
+
+from sgvla.cli import main
+
+
+def client_yaml(path, **fields):
+    path.write_text("".join(f"{k}: {v}\n" for k, v in fields.items()))
+    return str(path)
+
+
+def bench(data, out, *clients, extra=()):
+    args = ["vlm-bench", str(data), "--out", str(out), "--frames-per-episode", "2", "--no-progress", "--examples", "2"]
+    for c in clients:
+        args += ["--client", c]
+    assert main([*args, *extra]) == 0
+    return json.loads((out / "timing.json").read_text())
+
+
+def test_local_and_http_models_in_one_run(tmp_path, libero_dir, tiny_model_dir, model_server, capsys):
+    local = client_yaml(tmp_path / "local.yaml", type="transformers", name="tiny-local", model=tiny_model_dir,
+                        max_new_tokens=8, batch_size=8)
+    http = client_yaml(tmp_path / "http.yaml", type="openai", name="tiny-http", model="tiny-qwen",
+                       base_url=model_server, max_new_tokens=8, concurrency=2)
+    out = tmp_path / "out"
+    timing = bench(libero_dir, out, local, http)
+    frames = 2 * 2 * 2 * 2  # files x demos x frames x views
+    assert timing["frames"] == 2 * frames and timing["queried"] == 2 * frames
+    main_table = (out / "main.md").read_text()
+    assert "| Model | agentview mF1 | eye_in_hand mF1 |" in main_table
+    assert "| tiny-local |" in main_table and "| tiny-http |" in main_table
+    assert main_table in capsys.readouterr().out
+    for name in ("diagnostics", "per_relation", "per_object_recall", "per_task"):
+        assert (out / f"{name}.md").is_file() and (out / f"{name}.csv").is_file()
+    assert "coverage" in (out / "diagnostics.md").read_text() and "T4" in (out / "per_task.md").read_text()
+    assert len(list(out.glob("*.png"))) == 4
+    for model in ("tiny-local", "tiny-http"):
+        assert len(list((out / "examples" / model).glob("*/*.png"))) == 4
+    records = [json.loads(line) for line in next((out / "answers").glob("tiny-local__*")).read_text().splitlines()]
+    assert len(records) == frames and {r["prompt_version"] for r in records} == {"1"}
+    assert all(r["error"] is None and isinstance(r["raw"], str) for r in records)
+
+    again = bench(libero_dir, out, local, http)  # resumed: nothing is asked again, no model is loaded
+    assert again["queried"] == 0 and "model_load" not in again["phases_s"]
+    assert (out / "main.md").read_text() == main_table
+
+
+def test_exact_answers_score_one_and_failures_are_retried(tmp_path, fixed_dir, stub):
+    out = tmp_path / "out"
+    slow = client_yaml(tmp_path / "s.yaml", type="openai", name="stub", model="m", base_url=stub.url("slow"),
+                       timeout_s=0.2, max_retries=0)
+    bench(fixed_dir, out, slow, extra=["--examples", "0"])
+    scores = json.loads((out / "scores.json").read_text())[0]
+    assert scores["errors"] == {"agentview": 4, "robot0_eye_in_hand": 4}
+    assert scores["scores"]["agentview"]["mean_task_f1"] == 0.0
+
+    ok = client_yaml(tmp_path / "s.yaml", type="openai", name="stub", model="m", base_url=stub.url("ok"))
+    timing = bench(fixed_dir, out, ok)
+    assert timing["queried"] == 8  # the failed frames, asked again
+    scores = json.loads((out / "scores.json").read_text())[0]
+    assert scores["errors"] == {"agentview": 0, "robot0_eye_in_hand": 0}
+    for view in ("agentview", "robot0_eye_in_hand"):
+        s = scores["scores"][view]
+        assert s["mean_task_f1"] == 1.0 and s["coverage"] == 1.0 and s["direction_consistency"] == 1.0
+        assert set(s["per_task_f1"]) == {"4", "8"}
+
+
+def test_bowl_swap_is_forgiven(tmp_path, fixed_dir, fixed_graph, stub, monkeypatch):
+    swap = {"akita_black_bowl_1": "akita_black_bowl_2", "akita_black_bowl_2": "akita_black_bowl_1"}
+    monkeypatch.setattr(stub, "answer", "\n".join(f"({swap.get(s, s)}, {r}, {swap.get(o, o)})" for s, r, o in fixed_graph))
+    ok = client_yaml(tmp_path / "s.yaml", type="openai", name="stub", model="m", base_url=stub.url("ok"))
+    bench(fixed_dir, tmp_path / "out", ok)
+    s = json.loads((tmp_path / "out" / "scores.json").read_text())[0]["scores"]["agentview"]
+    assert s["mean_task_f1"] == 1.0 and s["swapped_frames"] == 4
+    assert len(list((tmp_path / "out" / "examples" / "stub" / "agentview").glob("*.png"))) == 2
+
+
+def test_cli_errors(tmp_path, libero_dir):
+    c = client_yaml(tmp_path / "c.yaml", type="openai", model="m")
+    with pytest.raises(SystemExit, match="distinct names"):
+        main(["vlm-bench", str(libero_dir), "--client", c, "--client", c, "--out", str(tmp_path)])
+    with pytest.raises(FileNotFoundError, match="no HDF5 file"):
+        main(["vlm-bench", str(tmp_path / "nothing"), "--client", c, "--out", str(tmp_path)])
