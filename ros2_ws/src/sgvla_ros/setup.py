@@ -14,6 +14,7 @@ PACKAGE = "sgvla_ros"
 NODES = {
     "graph_publisher": "sgvla_ros.graph_publisher:main",
     "graph_recorder": "sgvla_ros.graph_recorder:main",
+    "vlm_query": "sgvla_ros.vlm_query:main",
 }
 
 
