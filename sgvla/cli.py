@@ -12,6 +12,7 @@ SUBCOMMANDS = {
     "vlm-bench": "sgvla.vlm.bench",
     "vlm-annotate": "sgvla.vlm.annotate",
     "vlm-serve": "sgvla.vlm.server",
+    "make-tiny-policy": "sgvla.policies.tiny",
 }
 
 

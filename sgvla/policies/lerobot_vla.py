@@ -32,7 +32,7 @@ from lerobot.envs.factory import make_env_pre_post_processors
 from lerobot.envs.utils import preprocess_observation
 from lerobot.lerobot_types import TransitionKey
 from lerobot.policies import make_policy, make_pre_post_processors
-from lerobot.processor import TokenizerProcessorStep
+from lerobot.processor import PolicyProcessorPipeline, TokenizerProcessorStep
 from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS, OBS_STATE
 
 from sgvla.policies.base import PromptBudget, StepInput
@@ -119,7 +119,7 @@ class LeRobotPolicy:
     ) -> None:
         path = str(path)
         if _is_local(path) and not Path(path).expanduser().is_dir():
-            raise FileNotFoundError(f"policy directory {path} does not exist")
+            raise FileNotFoundError(f"policy directory {path} does not exist (a hub id reads owner/name)")
         if max_prompt_tokens is not None and max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be positive, got {max_prompt_tokens}")
         if _is_local(path):
@@ -157,17 +157,11 @@ class LeRobotPolicy:
             env_cfg=self.env_cfg, policy_cfg=cfg
         )
 
-        steps = self.preprocessor.steps
-        found = [i for i, step in enumerate(steps) if isinstance(step, TokenizerProcessorStep)]
-        self._tokenizer_index: int | None = found[0] if found else None
-        self.tokenizer_step: TokenizerProcessorStep | None = steps[found[0]] if found else None
-        if self.tokenizer_step is not None:
+        state = cfg.robot_state_feature
+        self.meter = PromptMeter.of(self.preprocessor, torch.zeros(1, *state.shape) if state else None)
+        if self.meter is not None:
             self.preprocessor.register_before_step_hook(self._capture_text)
             self.preprocessor.register_after_step_hook(self._capture_tokens)
-        state = cfg.robot_state_feature
-        # Stands in for the observation when `prompt_budget` runs before the first step (pi05 writes
-        # the state into its prompt); replaced by each step's real state.
-        self._probe: dict[str, Any] = {OBS_STATE: torch.zeros(1, *state.shape)} if state else {}
         self._received_text: str | None = None
         self._received_ids: torch.Tensor | None = None
         self._episode_budget: PromptBudget | None = None
@@ -187,9 +181,9 @@ class LeRobotPolicy:
             observation = preprocess_observation(_batched(step.observation))
             observation["task"] = [step.prompt]
             observation = self.env_preprocessor(observation)
-            if OBS_STATE in observation:
-                self._probe = {OBS_STATE: observation[OBS_STATE]}
-            if self._episode_budget is None and self.tokenizer_step is not None:
+            if self.meter is not None and OBS_STATE in observation:
+                self.meter.state = observation[OBS_STATE]
+            if self._episode_budget is None and self.meter is not None:
                 self._episode_budget = self.prompt_budget(step.prompt)
             observation = self.preprocessor(observation)
             with torch.inference_mode():
@@ -203,26 +197,17 @@ class LeRobotPolicy:
 
         None for policies without language input. Warns once per policy when a prompt is truncated.
         """
-        step = self.tokenizer_step
-        if step is None:
+        if self.meter is None:
             return None
-        text = self._tokenizer_input(prompt)
-        tokenizer = step.input_tokenizer
-        tokens = len(tokenizer(text)["input_ids"])
-        budget = step.max_length if step.truncation else None
-        spans = triplet_spans(prompt)
-        kept = len(spans)
-        if budget is not None and tokens > budget:
-            kept_offsets = tokenizer(text, max_length=budget, truncation=True, return_offsets_mapping=True)
-            cut = max(end for _, end in kept_offsets["offset_mapping"])
-            kept = sum(1 for _, end in spans if self._position_in(text, prompt, end) <= cut)
-            if not self._warned:
-                self._warned = True
-                logger.warning(
-                    "%s truncates its prompt: %d tokens, budget %d; %d of %d scene-graph triplets survive "
-                    "(warned once per policy)", self.name, tokens, budget, kept, len(spans),
-                )
-        return PromptBudget(tokens=tokens, budget=budget, triplets_total=len(spans), triplets_kept=kept)
+        budget = self.meter.budget(prompt)
+        if budget.truncated and not self._warned:
+            self._warned = True
+            logger.warning(
+                "%s truncates its prompt: %d tokens, budget %d; %d of %d scene-graph triplets survive "
+                "(warned once per policy)", self.name, budget.tokens, budget.budget, budget.triplets_kept,
+                budget.triplets_total,
+            )
+        return budget
 
     def decision(self) -> dict[str, Any]:
         """The prompt budget at the episode's first step (with the real state); empty without language."""
@@ -235,35 +220,67 @@ class LeRobotPolicy:
         """The prompt of the last step as the tokenizer step got it, and the part the model kept."""
         if self._received_text is None or self._received_ids is None:
             return None
-        kept = self.tokenizer_step.input_tokenizer.decode(self._received_ids, skip_special_tokens=True)
+        kept = self.meter.step.input_tokenizer.decode(self._received_ids, skip_special_tokens=True)
         return ReceivedPrompt(text=self._received_text, kept=kept)
 
     def _capture_text(self, index: int, transition: dict) -> None:
-        if index == self._tokenizer_index:
-            self._received_text = transition[TransitionKey.COMPLEMENTARY_DATA][self.tokenizer_step.task_key][0]
+        if index == self.meter.index:
+            self._received_text = transition[TransitionKey.COMPLEMENTARY_DATA][self.meter.step.task_key][0]
 
     def _capture_tokens(self, index: int, transition: dict) -> None:
-        if index == self._tokenizer_index:
+        if index == self.meter.index:
             observation = transition[TransitionKey.OBSERVATION]
             mask = observation[OBS_LANGUAGE_ATTENTION_MASK][0].cpu()
             self._received_ids = observation[OBS_LANGUAGE_TOKENS][0].cpu()[mask]
 
-    # -- the processor's view of a prompt ------------------------------------------------------
 
-    def _tokenizer_input(self, prompt: str) -> str:
-        """`prompt` rewritten by the preprocessor steps before the tokenizer (newline, pi05's wrapping)."""
-        transition = self.preprocessor.to_transition({**self._probe, "task": [prompt]})
+class PromptMeter:
+    """A policy's prompts as its tokenizer step sees them: token count, budget, triplets kept whole.
+
+    The steps before the tokenizer may rewrite the prompt (smolvla and pi0 append a newline; pi05
+    writes ``Task: <prompt>, State: <state bins>;\\nAction: ``), so prompts are run through them,
+    with `state` (the last observed state, zeros before the first step) standing in for the observation.
+    """
+
+    def __init__(self, preprocessor: PolicyProcessorPipeline, index: int, state: torch.Tensor | None) -> None:
+        self.preprocessor = preprocessor
+        self.index = index
+        self.step: TokenizerProcessorStep = preprocessor.steps[index]
+        self.state = state
+
+    @classmethod
+    def of(cls, preprocessor: PolicyProcessorPipeline, state: torch.Tensor | None) -> PromptMeter | None:
+        """The meter of a preprocessor; None when it has no tokenizer step (no language input)."""
+        found = [i for i, step in enumerate(preprocessor.steps) if isinstance(step, TokenizerProcessorStep)]
+        return cls(preprocessor, found[0], state) if found else None
+
+    def tokenizer_input(self, prompt: str) -> str:
+        """`prompt` as the tokenizer step receives it."""
+        observation = {} if self.state is None else {OBS_STATE: self.state}
+        transition = self.preprocessor.to_transition({**observation, "task": [prompt]})
         # Steps that cache what they see (pi05's relative-action step keeps the state) are refreshed
-        # by the real preprocessor call in `act` before anything reads them back.
-        for step in self.preprocessor.steps[: self._tokenizer_index]:
+        # by the real preprocessor call of the next step before anything reads them back.
+        for step in self.preprocessor.steps[: self.index]:
             transition = step(transition)
-        return transition[TransitionKey.COMPLEMENTARY_DATA][self.tokenizer_step.task_key][0]
+        return transition[TransitionKey.COMPLEMENTARY_DATA][self.step.task_key][0]
+
+    def budget(self, prompt: str) -> PromptBudget:
+        text = self.tokenizer_input(prompt)
+        tokenizer = self.step.input_tokenizer
+        tokens = len(tokenizer(text)["input_ids"])
+        budget = self.step.max_length if self.step.truncation else None
+        spans = triplet_spans(prompt)
+        kept = len(spans)
+        if budget is not None and tokens > budget:
+            window = tokenizer(text, max_length=budget, truncation=True, return_offsets_mapping=True)
+            cut = max(end for _, end in window["offset_mapping"])
+            kept = sum(1 for _, end in spans if self._position_in(text, prompt, end) <= cut)
+        return PromptBudget(tokens=tokens, budget=budget, triplets_total=len(spans), triplets_kept=kept)
 
     def _position_in(self, text: str, prompt: str, end: int) -> int:
         """Where `prompt[:end]` ends inside `text`, the tokenizer input of the whole prompt.
 
-        The steps before the tokenizer rewrite the prompt character by character and wrap it
-        (pi05: ``Task: ...``), so the rewritten prefix, closed by a character no step touches,
-        shares exactly that much with `text`.
+        The steps before the tokenizer rewrite the prompt character by character and wrap it, so
+        the rewritten prefix, closed by a character no step touches, shares exactly that much with `text`.
         """
-        return len(os.path.commonprefix([self._tokenizer_input(prompt[:end] + "\0"), text]))
+        return len(os.path.commonprefix([self.tokenizer_input(prompt[:end] + "\0"), text]))
