@@ -1,17 +1,21 @@
 """Tiny random-weight LeRobot policies saved once per session, and LIBERO-shaped observations.
 
-Nothing here reaches the Hugging Face hub: HF_HUB_OFFLINE is set before huggingface_hub is imported.
+Nothing here reaches the Hugging Face hub: offline mode is on for this process, also when an earlier
+test module imported huggingface_hub before this file ran.
 """
 
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import huggingface_hub.constants  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from gymnasium import spaces  # noqa: E402
 
 from sgvla.scene_graph import Graph, compose_prompt, format_prompt_context, load_ontology  # noqa: E402
+
+huggingface_hub.constants.HF_HUB_OFFLINE = True  # read at call time by every hub request
 
 OBS_SIZE = 128
 ONTOLOGY = load_ontology("libero_spatial")
