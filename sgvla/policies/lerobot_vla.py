@@ -9,8 +9,9 @@ The prompt (task string, possibly with a scene graph composed into it) goes exac
 puts the task description.
 
 Language-conditioned policies truncate their prompt: pi0 and smolvla tokenize at most 48 tokens,
-pi05 200 (and pi05 first rewrites it to ``Task: <prompt>, State: <bins>;\\nAction: ``, so a long graph
-pushes the state out of the window). `prompt_budget` measures this with the policy's own tokenizer on
+pi05 200. pi05 first rewrites it to ``Task: <prompt>, State: <bins>;\\nAction: `` with underscores and
+newlines turned into spaces, so the graph reaches it as one line and a long graph pushes the state
+out of the window. `prompt_budget` measures this with the policy's own tokenizer on
 the text its tokenizer step actually receives, and `received` shows what reached the model.
 """
 
