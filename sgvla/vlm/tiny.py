@@ -53,7 +53,7 @@ def build_tokenizer():
 
 
 def build_tiny_qwen2_5_vl(out_dir: str | Path, seed: int = 0) -> Path:
-    """Save a random Qwen2.5-VL (about 1M parameters) and its processor under ``out_dir``."""
+    """Save a random Qwen2.5-VL (about 0.2M parameters) and its processor under ``out_dir``."""
     import torch
     from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor,
                               Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
