@@ -144,3 +144,30 @@ def write_report(run_dir: Path, records: list[dict]) -> dict[str, Path]:
         writer.writerows(rows)
     plot(records, paths["plot"])
     return paths
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from sgvla.eval.results import ResultsFile
+
+    console = Console()
+    path = Path(args.run_dir) / "episodes.jsonl"
+    if not path.is_file():
+        console.print(f"[bold red]sgvla report: no episodes.jsonl in {args.run_dir}[/]")
+        return 2
+    try:
+        records = list(ResultsFile(path).records())
+        paths = write_report(Path(args.run_dir), records)
+    except ValueError as e:
+        console.print(f"[bold red]sgvla report: {e}[/]")
+        return 2
+    print(markdown_table(records), flush=True)
+    console.print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="tables and plot of an evaluation run, from its JSONL records")
+    p.add_argument("run_dir", help="directory holding episodes.jsonl")
+    p.set_defaults(func=run)

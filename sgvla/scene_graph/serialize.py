@@ -44,7 +44,7 @@ def _unique(items: Sequence) -> list:
 
 
 def format_prompt_context(
-    graph: Graph,
+    graph: Graph | None,
     view: str,
     ontology: Ontology,
     *,
@@ -57,31 +57,36 @@ def format_prompt_context(
     ``subject_filter`` keeps only triplets with that subject: the default
     ``MANIPULATED`` means ``ontology.manipulated``; None keeps the full graph.
     ``boxes`` (object -> [x1, y1, x2, y2]) adds a bounding-box section listing
-    every given box, sorted by object name.
+    every given box, sorted by object name. ``graph=None`` writes the boxes alone
+    (the ``bounding_boxes`` context mode).
     """
     if style not in STYLES:
         raise ValueError(f"unknown context style {style!r}; choose one of {STYLES}")
+    if graph is None and boxes is None:
+        raise ValueError("a context needs a graph, boxes, or both")
     if subject_filter == MANIPULATED:
         subject_filter = ontology.manipulated
-    if subject_filter is not None:
+    if graph is not None and subject_filter is not None:
         graph = graph.filter_subject(subject_filter)
-    triplets = _unique([(prompt_name(s, ontology), r, prompt_name(o, ontology)) for s, r, o in graph])
+    triplets = _unique([(prompt_name(s, ontology), r, prompt_name(o, ontology)) for s, r, o in graph or ()])
     box_items = [(prompt_name(obj, ontology), [int(c) for c in boxes[obj]]) for obj in sorted(boxes or {})]
 
     if style == "json":
-        payload: dict = {"view": view, "scene_graph": [list(t) for t in triplets]}
+        payload: dict = {"view": view}
+        if graph is not None:
+            payload["scene_graph"] = [list(t) for t in triplets]
         if boxes is not None:
             payload["bounding_boxes"] = dict(box_items)
         return f"{CONTEXT_HEADER}\n{json.dumps(payload)}"
     if style == "compact":
         body = "; ".join(" ".join(t) for t in triplets) or "none"
-        sections = [f"Scene graph ({view}): {body}"]
+        sections = [] if graph is None else [f"Scene graph ({view}): {body}"]
         if boxes is not None:
             listed = "; ".join(f"{name} {box}" for name, box in box_items) or "none"
             sections.append(f"Bounding boxes ({view}): {listed}")
         return "\n".join([CONTEXT_HEADER, *sections])
     lines = [f"({s}, {r}, {o})" for s, r, o in triplets] or ["(none)"]
-    sections = ["\n".join(["Scene graph:", f"View: {view}", *lines])]
+    sections = [] if graph is None else ["\n".join(["Scene graph:", f"View: {view}", *lines])]
     if boxes is not None:
         listed = [f"{name}: {box}" for name, box in box_items] or ["(none)"]
         sections.append("\n".join(["Bounding boxes:", f"View: {view}", *listed]))

@@ -1,0 +1,112 @@
+"""Scripted policies for CPU evaluation: the privileged expert and the prompt-grounded policy.
+
+Both drive the same pick-and-place controller (`sgvla.sim.expert.PickPlaceController`). The
+expert is told the target by the task's goal: an upper bound that ignores the prompt. The
+prompt-grounded policy is not: it resolves "the black bowl ..." from the prompt it receives (its
+wording, and an injected scene graph when present) against unlabeled bowl positions, so its
+success measures what the prompt's information is worth, independent of a VLA's capacity to use
+it. Both read `StepInput.info["goal"]` = (target, place) and `info["table_center"]` from the loop.
+"""
+
+import re
+from typing import Any
+
+import numpy as np
+
+from sgvla.policies.base import PromptBudget, StepInput
+from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, split_prompt
+from sgvla.policies.registry import PolicySpec, register_policy
+from sgvla.scene_graph import Ontology, load_ontology
+
+_PLACE = re.compile(r"\b(?:place|put) it (?:on|onto|in|into) (?:the )?(?P<obj>[a-z ]+?)\s*$")
+
+
+class ExpertPolicy:
+    """Privileged: picks the goal's target object, whatever the prompt says."""
+
+    def __init__(self, name: str = "expert"):
+        self.name = name
+        self.controller = None
+
+    def reset(self, prompt: str) -> None:
+        self.controller = None
+
+    def act(self, step: StepInput) -> np.ndarray:
+        from sgvla.sim.expert import PickPlaceController
+
+        if self.controller is None:
+            target, place = step.info["goal"]
+            self.controller = PickPlaceController(target, place)
+        return self.controller.act(step.scene)
+
+    def prompt_budget(self, prompt: str) -> PromptBudget | None:
+        return None
+
+    def decision(self) -> dict[str, Any]:
+        return {"target": self.controller.target_object if self.controller else None, "source": "goal"}
+
+
+def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, list[str]]:
+    """Candidates: the objects interchangeable with the manipulated one, ordered by position so
+    their order carries no identity. Landmarks: every other object, by name."""
+    group = next((g for g in ontology.interchangeable if ontology.manipulated in g), (ontology.manipulated,))
+    names = sorted((n for n in scene.objects if n in group), key=lambda n: tuple(np.round(scene.position(n), 4)))
+    landmarks = {n: scene.position(n) for n in scene.objects if n not in group}
+    candidates = np.array([scene.position(n) for n in names])
+    return PerceivedScene(candidates, landmarks, np.asarray(table_center, float)), names
+
+
+class PromptGroundedPolicy:
+    """Resolves the target from the prompt; see the module docstring."""
+
+    def __init__(self, ontology: Ontology, name: str = "prompt_grounded"):
+        self.name = name
+        self.ontology = ontology
+        self.prompt = ""
+        self.grounding: Grounding | None = None
+        self.target: str | None = None
+        self.place: str | None = None
+        self.controller = None
+
+    def reset(self, prompt: str) -> None:
+        self.prompt = prompt
+        self.grounding = self.target = self.place = self.controller = None
+
+    def _place_object(self, goal_place: str) -> str:
+        instruction, _ = split_prompt(self.prompt)
+        m = _PLACE.search(instruction.lower().rstrip(". "))
+        resolved = self.ontology.resolve(m.group("obj")) if m else None
+        return resolved or goal_place
+
+    def act(self, step: StepInput) -> np.ndarray:
+        from sgvla.sim.expert import PickPlaceController
+
+        if self.controller is None:
+            # Ground once, on the first observation: relations change once the bowl moves.
+            self.prompt = step.prompt
+            scene, names = perceive(step.scene, self.ontology, step.info["table_center"])
+            self.grounding = ground_target(step.prompt, scene, self.ontology, task=step.scene.task)
+            self.target = names[self.grounding.index]
+            self.place = self._place_object(step.info["goal"][1])
+            self.controller = PickPlaceController(self.target, self.place)
+        return self.controller.act(step.scene)
+
+    def prompt_budget(self, prompt: str) -> PromptBudget | None:
+        return None
+
+    def decision(self) -> dict[str, Any]:
+        if self.grounding is None:
+            return {}
+        return {"target": self.target, "place": self.place, "grounding_source": self.grounding.source,
+                "grounding_evidence": self.grounding.evidence,
+                "grounding_correct": self.target == self.ontology.manipulated}
+
+
+@register_policy("expert")
+def make_expert(spec: PolicySpec, **_context: Any) -> ExpertPolicy:
+    return ExpertPolicy(spec.name or "expert")
+
+
+@register_policy("prompt_grounded")
+def make_prompt_grounded(spec: PolicySpec, *, ontology: Ontology | None = None, **_context: Any) -> PromptGroundedPolicy:
+    return PromptGroundedPolicy(ontology or load_ontology("libero_spatial"), spec.name or "prompt_grounded")
