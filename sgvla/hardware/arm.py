@@ -1,0 +1,224 @@
+"""SO101 follower and leader arms: LeRobot's SO101Follower/SO101Leader behind checks and a safety layer.
+
+LeRobot talks to the Feetech bus; this module decides what may be said. Before any motor moves,
+the port and the calibration file are checked (clear errors instead of LeRobot's prompt). Every
+follower goal goes through :func:`sgvla.hardware.safety.safe_goal`; a watchdog holds position when
+commands stop; a motor that stops answering (after LeRobot's bounded read retries) is a fault
+that names the motor, turns torque off and keeps the last good state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
+from lerobot.teleoperators.so_leader import SO101Leader, SO101LeaderConfig
+
+from sgvla.hardware.calibration import (
+    CalibrationError,
+    arm_calibration_path,
+    calibrate_hint,
+    load_arm_calibration,
+)
+from sgvla.hardware.joints import JOINTS, MOTOR_IDS, action_key
+from sgvla.hardware.safety import SafetyConfig, Watchdog, safe_goal
+
+# What LeRobot's bus raises when the line fails: ConnectionError (no or bad status packet),
+# RuntimeError (a motor reports an error), serial.SerialException (an OSError: port gone).
+BUS_ERRORS = (OSError, RuntimeError)
+
+
+class ArmError(RuntimeError):
+    """The arm cannot be used as configured (port, calibration, motors)."""
+
+
+class ArmFault(ArmError):
+    """The arm failed while running. Torque was turned off; ``last_state`` is the last good reading."""
+
+    def __init__(self, message: str, last_state: ArmState | None):
+        super().__init__(message)
+        self.last_state = last_state
+
+
+@dataclass
+class ArmConfig:
+    port: str = "/dev/ttyACM0"
+    id: str = "so101"  # calibration id: <calibration_dir>/<id>.json
+    calibration_dir: str = ""  # "" = where lerobot-calibrate writes (see sgvla.hardware.calibration)
+    read_retries: int = 2  # extra attempts of each bus read before it counts as a fault
+
+
+@dataclass(frozen=True)
+class ArmState:
+    positions: dict[str, float]  # LeRobot units by joint: degrees, gripper 0..100
+    stamp: float  # time.monotonic() of the reading
+
+
+class _Arm:
+    role: str
+
+    def __init__(self, config: ArmConfig):
+        self.config = config
+        self.last_state: ArmState | None = None
+        self.calibration_path = arm_calibration_path(self.role, config.id, config.calibration_dir)
+        self.device: SO101Follower | SO101Leader | None = None
+
+    def _make_device(self, calibration_dir: Path):
+        raise NotImplementedError
+
+    def _read_values(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    def connect(self) -> ArmState:
+        """Open the port, bring the motors' calibration in line with the file, configure, read once."""
+        port = self.config.port
+        if not Path(port).exists():
+            raise ArmError(f"{self.role} port not found: {port}. Plug the arm's USB adapter in; "
+                           f"`lerobot-find-port` tells which port it is.")
+        try:
+            calibration = load_arm_calibration(self.calibration_path)
+        except CalibrationError as e:
+            raise ArmError(f"{self.role} calibration: {e}; {calibrate_hint(self.role, port, self.config.id)}") from None
+        self.device = self._make_device(self.calibration_path.parent)
+        bus = self.device.bus
+        try:
+            bus.connect()  # LeRobot's connect(), minus its interactive calibration prompt
+            if not bus.is_calibrated:
+                bus.disable_torque()
+                bus.write_calibration(calibration)
+            # Goal := present before any torque is enabled, so configure() cannot make the arm jump.
+            bus.sync_write("Goal_Position", bus.sync_read("Present_Position", normalize=False), normalize=False)
+            self.device.configure()
+        except BUS_ERRORS as e:
+            self._release()
+            raise ArmError(f"{self.role} arm on {port}: {e}".strip()) from e
+        return self.read()
+
+    def read(self) -> ArmState:
+        """Present positions; a fault (torque off, ArmFault) when the bus fails after its retries."""
+        self._require_connected()
+        try:
+            values = self._read_values()
+        except BUS_ERRORS as e:
+            self._fault(e)
+        self.last_state = ArmState({j: float(values[action_key(j)]) for j in JOINTS}, time.monotonic())
+        return self.last_state
+
+    def close(self) -> None:
+        """Torque off and release the port (also after a fault)."""
+        if self.device is None:
+            return
+        try:
+            self.device.bus.disconnect(disable_torque=True)
+        except BUS_ERRORS:
+            self._release()
+        self.device = None
+
+    def _require_connected(self) -> None:
+        if self.device is None:
+            raise ArmError(f"{self.role} arm on {self.config.port} is not connected (closed, or after a fault)")
+
+    def _fault(self, error: Exception) -> NoReturn:
+        silent = self._silent_motors()
+        self._release()
+        who = (f"motor(s) {', '.join(f'{j} (id {MOTOR_IDS[j]})' for j in silent)} stopped answering"
+               if silent else "bus failed")
+        raise ArmFault(f"{self.role} arm on {self.config.port}: {who} after {self.config.read_retries + 1} tries "
+                       f"({str(error).strip()}); torque turned off where motors still answer", self.last_state) from error
+
+    def _silent_motors(self) -> list[str]:
+        try:
+            return [j for j in JOINTS if self.device.bus.ping(MOTOR_IDS[j], num_retry=1) is None]
+        except BUS_ERRORS:  # the port itself is gone
+            return []
+
+    def _release(self) -> None:
+        """Best effort: torque off on every motor that still answers, then close the port."""
+        bus = self.device.bus
+        self.device = None
+        if not bus.port_handler.is_open:
+            return
+        for joint in JOINTS:
+            try:
+                bus.write("Torque_Enable", joint, 0, num_retry=1)
+            except BUS_ERRORS:
+                pass
+        try:
+            bus.port_handler.closePort()
+        except BUS_ERRORS:
+            pass
+
+
+class LeaderArm(_Arm):
+    """The arm moved by hand for teleoperation; torque stays off (LeRobot's SO101Leader.configure)."""
+
+    role = "leader"
+
+    def _make_device(self, calibration_dir: Path) -> SO101Leader:
+        return SO101Leader(SO101LeaderConfig(port=self.config.port, id=self.config.id, calibration_dir=calibration_dir,
+                                             num_read_retries=self.config.read_retries))
+
+    def _read_values(self) -> dict[str, float]:
+        return self.device.get_action()
+
+
+class FollowerArm(_Arm):
+    """The arm that moves. Safety is not optional: there is no way to send a goal around it."""
+
+    role = "follower"
+
+    def __init__(self, config: ArmConfig, safety: SafetyConfig):
+        super().__init__(config)
+        self.safety = safety
+        self.watchdog = Watchdog(safety.command_timeout_s)
+        self.holding = False
+
+    def _make_device(self, calibration_dir: Path) -> SO101Follower:
+        return SO101Follower(SO101FollowerConfig(port=self.config.port, id=self.config.id,
+                                                 calibration_dir=calibration_dir, use_degrees=True,
+                                                 disable_torque_on_disconnect=True,
+                                                 num_read_retries=self.config.read_retries))
+
+    def _read_values(self) -> dict[str, float]:
+        return self.device.get_observation()
+
+    def connect(self) -> ArmState:
+        state = super().connect()
+        self.holding = True  # connect() left every goal at the present position
+        return state
+
+    def command(self, goal: Mapping[str, float]) -> dict[str, float]:
+        """Send ``goal`` (LeRobot units, any subset of joints) made safe against the last read state.
+
+        Returns what was sent. Raises UnsafeCommand (nothing sent) for unknown joints or non-finite values.
+        """
+        self._require_connected()
+        safe = safe_goal(goal, self.last_state.positions, self.safety)
+        try:
+            self.device.send_action({action_key(j): v for j, v in safe.items()})
+        except BUS_ERRORS as e:
+            self._fault(e)
+        self.watchdog.feed()
+        self.holding = False
+        return safe
+
+    def enforce_watchdog(self) -> bool:
+        """Call every control tick: holds the present position once commands are stale. True while holding."""
+        if self.watchdog.stale and not self.holding:
+            self.hold()
+        return self.holding
+
+    def hold(self) -> None:
+        """Stop where the arm is: goal := present position, in raw encoder steps (no rounding)."""
+        self._require_connected()
+        bus = self.device.bus
+        try:
+            bus.sync_write("Goal_Position", bus.sync_read("Present_Position", normalize=False,
+                                                          num_retry=self.config.read_retries), normalize=False)
+        except BUS_ERRORS as e:
+            self._fault(e)
+        self.holding = True
