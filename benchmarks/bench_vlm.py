@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
           "| frames/s excl. model and examples |")
     print("|---|---|---|---|---|---|---|---|")
     for run, frames, queried, total, model, fps, examples, fps_core in bench_rows:
-        print(f"| {run} | {frames} | {queried} | {total:.1f} | {model:.1f} | {examples:.1f} | {fps:.1f} | {fps_core:.0f} |")
+        print(f"| {run} | {frames} | {queried} | {total:.1f} | {model:.1f} | {examples:.1f} | {fps:.1f} "
+              f"| {fps_core:.0f} |")
     return 0
 
 

@@ -27,6 +27,7 @@ class ChatRequest:
     system: str
     user: str
     constraint: Constraint | None = None
+    max_new_tokens: int | None = None  # None: the client config's
 
 
 @dataclass(frozen=True)

@@ -101,8 +101,10 @@ class TransformersBackend:
                 from xgrammar.contrib.hf import LogitsProcessor
 
                 kwargs["logits_processor"] = [LogitsProcessor([self._compiled(r.constraint) for r in batch])]
+            limit = max(r.max_new_tokens or self.config.max_new_tokens for r in batch)
             with self._torch.inference_mode():
-                output = self.model.generate(**inputs, generation_config=self.generation, **kwargs)
+                output = self.model.generate(**inputs, generation_config=self.generation, max_new_tokens=limit,
+                                             **kwargs)
         except (RuntimeError, ValueError, TypeError) as exc:
             elapsed = (time.perf_counter() - start) / len(batch)
             return [Completion("", elapsed, error=f"generation failed: {type(exc).__name__}: {exc}") for _ in batch]

@@ -48,7 +48,7 @@ def chat_payload(config: OpenAIConfig, request: ChatRequest) -> dict:
     chat = [{"role": "user", "content": content}]
     if request.system:
         chat.insert(0, {"role": "system", "content": request.system})
-    payload = {"model": config.model, "messages": chat, "max_tokens": config.max_new_tokens,
+    payload = {"model": config.model, "messages": chat, "max_tokens": request.max_new_tokens or config.max_new_tokens,
                "temperature": 0.0, **config.extra_body}
     if request.constraint is not None:
         if request.constraint.kind != "json_schema":

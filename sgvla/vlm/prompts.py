@@ -58,7 +58,8 @@ class PromptTemplate:
     def label(self) -> str:
         return f"{self.name}-v{self.version}-{self.sha}"
 
-    def render(self, task: str, camera: str, objects: tuple[str, ...], relations: tuple[str, ...] = RELATIONS) -> Prompt:
+    def render(self, task: str, camera: str, objects: tuple[str, ...],
+               relations: tuple[str, ...] = RELATIONS) -> Prompt:
         camera = canonical_camera(camera)
         if camera not in self.cameras:
             raise ValueError(f"prompt {self.label}: no description for camera {camera!r}; has {sorted(self.cameras)}")

@@ -80,7 +80,10 @@ def to_request(body: dict, max_image_bytes: int = MAX_IMAGE_BYTES) -> ChatReques
         if not isinstance(schema, dict):
             raise BadRequest("response_format.json_schema.schema must be an object")
         constraint = Constraint("json_schema", json.dumps(schema, sort_keys=True))
-    return ChatRequest(tuple(images), "\n".join(system), "\n".join(user), constraint)
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise BadRequest(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    return ChatRequest(tuple(images), "\n".join(system), "\n".join(user), constraint, max_tokens)
 
 
 def build_app(backend, max_image_bytes: int = MAX_IMAGE_BYTES):
@@ -109,12 +112,10 @@ def build_app(backend, max_image_bytes: int = MAX_IMAGE_BYTES):
             return JSONResponse({"error": {"message": str(exc), "type": "invalid_request_error"}}, exc.status)
         except ValueError as exc:
             return JSONResponse({"error": {"message": f"invalid JSON: {exc}", "type": "invalid_request_error"}}, 400)
-        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
         from starlette.concurrency import run_in_threadpool
 
         def generate():
             with lock:
-                backend.generation.max_new_tokens = int(max_tokens or backend.config.max_new_tokens)
                 return backend.complete([chat_request])[0]
 
         completion = await run_in_threadpool(generate)

@@ -146,7 +146,8 @@ def stub():
                 return self.reply(503, b'{"error": {"message": "overloaded"}}')
             content = "" if mode == "empty" else state.answer
             self.reply(200, json.dumps({
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode())
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -43,7 +43,8 @@ def test_annotate_writes_the_resource_and_resumes(tmp_path, lerobot_root, stub):
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["format"] == FORMAT and meta["version"] == "1" and meta["model"] == "stub-vlm"
     assert meta["prompt"]["version"] == "1" and "{task}" in meta["prompt"]["template"]["user"]
-    assert meta["cameras"] == {"observation.images.front": "agentview", "observation.images.wrist": "robot0_eye_in_hand"}
+    assert meta["cameras"] == {"observation.images.front": "agentview",
+                               "observation.images.wrist": "robot0_eye_in_hand"}
     assert "ground truth" in (folder / "README.md").read_text()
     records = [json.loads(line) for line in (folder / "graphs.jsonl").read_text().splitlines()]
     assert {(r["episode"], r["frame"], r["camera"]) for r in records} == {

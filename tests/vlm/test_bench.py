@@ -70,7 +70,8 @@ def test_exact_answers_score_one_and_failures_are_retried(tmp_path, fixed_dir, s
 
 def test_bowl_swap_is_forgiven(tmp_path, fixed_dir, fixed_graph, stub, monkeypatch):
     swap = {"akita_black_bowl_1": "akita_black_bowl_2", "akita_black_bowl_2": "akita_black_bowl_1"}
-    monkeypatch.setattr(stub, "answer", "\n".join(f"({swap.get(s, s)}, {r}, {swap.get(o, o)})" for s, r, o in fixed_graph))
+    swapped = "\n".join(f"({swap.get(s, s)}, {r}, {swap.get(o, o)})" for s, r, o in fixed_graph)
+    monkeypatch.setattr(stub, "answer", swapped)
     ok = client_yaml(tmp_path / "s.yaml", type="openai", name="stub", model="m", base_url=stub.url("ok"))
     bench(fixed_dir, tmp_path / "out", ok)
     s = json.loads((tmp_path / "out" / "scores.json").read_text())[0]["scores"]["agentview"]

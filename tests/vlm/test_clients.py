@@ -60,7 +60,10 @@ def test_local_grammar_constraint_gives_only_valid_triplet_lines(tiny_model_dir)
         assert len(answer.graph) >= 1
 
 
-def test_local_json_schema_constraint(tiny_backend):
+def test_local_json_schema_constraint(tiny_backend, model_server):
+    # A server request's token limit must not leak into the shared model's later answers.
+    short = OpenAIConfig(model="tiny-qwen", base_url=model_server, max_new_tokens=2).build()
+    assert vlm(short).query(queries(1))[0].completion.completion_tokens <= 2
     answer = vlm(tiny_backend, "json_schema").query(queries(1))[0]
     assert answer.completion.text.startswith('{"triplets": [{"subject": "')
 
@@ -153,6 +156,7 @@ def test_server_rejects_what_it_cannot_serve(model_server):
     bad = [{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}},
                                                       {"type": "text", "text": "hi"}]}]},
            {"messages": [{"role": "user", "content": "hi"}], "stream": True},
+           {"messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"},
            {"messages": []}]
     for body in bad:
         r = httpx.post(f"{model_server}/chat/completions", json=body, timeout=10)

@@ -32,10 +32,10 @@ def test_vlm_query_publishes_vlm_graphs(tmp_path, ros_env, stub):
     client = tmp_path / "client.yaml"
     client.write_text(f"type: openai\nname: stub-vlm\nmodel: m\nbase_url: {stub.url('ok')}\nmax_retries: 0\n")
     out = tmp_path / "graphs.jsonl"
-    procs = [subprocess.Popen(cmd, env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for cmd in (
-        node("vlm_query", client=client, camera="wrist", task="put the bowl on the plate", rate_hz=5.0),
-        [sys.executable, "-c", IMAGE_PUBLISHER],
-    )]
+    commands = [node("vlm_query", client=client, camera="wrist", task="put the bowl on the plate", rate_hz=5.0),
+                [sys.executable, "-c", IMAGE_PUBLISHER]]
+    procs = [subprocess.Popen(cmd, env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for cmd in commands]
     try:
         recorder = subprocess.run(node("graph_recorder", output=out, count=2), env=ros_env,
                                   capture_output=True, text=True, timeout=90)
