@@ -50,7 +50,7 @@ def tiny_backend(tiny_model_dir):
 
 @pytest.fixture(scope="session")
 def libero_dir(tmp_path_factory):
-    """Two annotated files (tasks 8 and 4), 2 demos of 6 frames each, random graphs."""
+    """Two annotated files (tasks 7 and 8), 2 demos of 6 frames each, random graphs."""
     from sgvla.vlm.tiny import write_annotated_libero_file
 
     folder = tmp_path_factory.mktemp("libero")
@@ -67,7 +67,7 @@ def fixed_graph():
 
 @pytest.fixture(scope="session")
 def fixed_dir(tmp_path_factory):
-    """Two annotated files (tasks 8 and 4), 1 demo of 3 frames each, FIXED_GRAPH in every frame."""
+    """Two annotated files (tasks 7 and 8), 1 demo of 3 frames each, FIXED_GRAPH in every frame."""
     from sgvla.vlm.tiny import write_annotated_libero_file
 
     folder = tmp_path_factory.mktemp("fixed")

@@ -35,7 +35,7 @@ def test_local_and_http_models_in_one_run(tmp_path, libero_dir, tiny_model_dir, 
     assert main_table in capsys.readouterr().out
     for name in ("diagnostics", "per_relation", "per_object_recall", "per_task"):
         assert (out / f"{name}.md").is_file() and (out / f"{name}.csv").is_file()
-    assert "coverage" in (out / "diagnostics.md").read_text() and "T4" in (out / "per_task.md").read_text()
+    assert "coverage" in (out / "diagnostics.md").read_text() and "T7" in (out / "per_task.md").read_text()
     assert len(list(out.glob("*.png"))) == 4
     for model in ("tiny-local", "tiny-http"):
         assert len(list((out / "examples" / model).glob("*/*.png"))) == 4
@@ -65,7 +65,7 @@ def test_exact_answers_score_one_and_failures_are_retried(tmp_path, fixed_dir, s
     for view in ("agentview", "robot0_eye_in_hand"):
         s = scores["scores"][view]
         assert s["mean_task_f1"] == 1.0 and s["coverage"] == 1.0 and s["direction_consistency"] == 1.0
-        assert set(s["per_task_f1"]) == {"4", "8"}
+        assert set(s["per_task_f1"]) == {"7", "8"}
 
 
 def test_bowl_swap_is_forgiven(tmp_path, fixed_dir, fixed_graph, stub, monkeypatch):

@@ -23,7 +23,7 @@ def test_task_ids_follow_the_paper_table():
 
 def test_libero_file_reads_upright_images_and_graphs(libero_dir):
     f = LiberoFile(next(libero_dir.glob("pick_up*.hdf5")), ONTOLOGY)
-    assert f.task_id == "8" and f.cameras == ("agentview", "robot0_eye_in_hand")
+    assert f.task_id == "7" and f.cameras == ("agentview", "robot0_eye_in_hand")
     assert [e.length for e in f.episodes()] == [6, 6]
     stored = h5py.File(f.path)["data/demo_1/obs/agentview_rgb"][[2, 4]]
     np.testing.assert_array_equal(f.images("demo_1", "agentview", [2, 4]), stored[:, ::-1, ::-1])
@@ -48,7 +48,7 @@ def test_libero_file_errors(tmp_path):
 def test_sampling_is_deterministic_and_spread(libero_dir):
     sources = [LiberoFile(p, ONTOLOGY) for p in sorted(libero_dir.glob("*.hdf5"))]
     frames = Sampling(episodes_per_task=1, frames_per_episode=3, seed=4).sample(sources, ["agentview"])
-    assert len(frames) == 2 * 3 and {f.task_id for f in frames} == {"4", "8"}
+    assert len(frames) == 2 * 3 and {f.task_id for f in frames} == {"7", "8"}
     assert sorted({f.frame for f in frames}) == [0, 2, 5]
     assert frames == Sampling(1, 3, 4).sample(sources, ["agentview"])
     assert len(Sampling(0, 0).sample(sources, ["agentview", "robot0_eye_in_hand"])) == 2 * 2 * 6 * 2
