@@ -100,6 +100,20 @@ def _run_in_worker(episode: Episode) -> dict:
     return _worker.run(episode)
 
 
+def validate(cfg: EvalConfig) -> None:
+    """Fail before the first episode on what the config loader cannot see: policy types, perturbation files."""
+    from sgvla.policies.registry import POLICY_REGISTRY
+    from sgvla.sim.perturbations import load_perturbations
+
+    for spec in cfg.policies:
+        if spec.type not in POLICY_REGISTRY:
+            raise ValueError(f"unknown policy type {spec.type!r}; known types: {', '.join(sorted(POLICY_REGISTRY))}")
+    names = [policy_name(p) for p in cfg.policies]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two policies share a name in {names}; give them distinct `name`s")
+    load_perturbations(cfg.perturbations)
+
+
 def run_plan(cfg: EvalConfig, progress: bool = True) -> tuple[Path, int]:
     """Run what is missing of the plan; returns (results path, number of failed episodes)."""
     if cfg.graph_source != "ground_truth":
@@ -158,9 +172,7 @@ def run(args) -> int:
         if args.out is not None:
             overrides["output_dir"] = args.out
         cfg = load_config(EvalConfig, args.config, overrides)
-        from sgvla.sim.perturbations import load_perturbations
-
-        load_perturbations(cfg.perturbations)  # a bad perturbation file fails before any episode
+        validate(cfg)
     except (ConfigError, ValueError, FileNotFoundError) as e:
         console.print(f"[bold red]sgvla eval: {e}[/]")
         return 2
