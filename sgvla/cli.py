@@ -15,6 +15,8 @@ SUBCOMMANDS = {
     "vlm-annotate": "sgvla.vlm.annotate",
     "vlm-serve": "sgvla.vlm.server",
     "make-tiny-policy": "sgvla.policies.tiny",
+    "record": "sgvla.hardware.record_cli",
+    "sim-bus": "sgvla.hardware.sim_bus_cli",
 }
 
 

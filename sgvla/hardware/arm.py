@@ -9,6 +9,7 @@ that names the motor, turns torque off and keeps the last good state.
 
 from __future__ import annotations
 
+import termios
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ from sgvla.hardware.joints import JOINTS, MOTOR_IDS, action_key
 from sgvla.hardware.safety import SafetyConfig, Watchdog, safe_goal
 
 # What LeRobot's bus raises when the line fails: ConnectionError (no or bad status packet),
-# RuntimeError (a motor reports an error), serial.SerialException (an OSError: port gone).
-BUS_ERRORS = (OSError, RuntimeError)
+# RuntimeError (a motor reports an error), serial.SerialException (an OSError) or termios.error
+# (the port vanished: USB adapter unplugged).
+BUS_ERRORS = (OSError, RuntimeError, termios.error)
 
 
 class ArmError(RuntimeError):
@@ -125,8 +127,10 @@ class _Arm:
     def _fault(self, error: Exception) -> NoReturn:
         silent = self._silent_motors()
         self._release()
-        who = (f"motor(s) {', '.join(f'{j} (id {MOTOR_IDS[j]})' for j in silent)} stopped answering"
-               if silent else "bus failed")
+        if len(silent) == len(JOINTS) or not silent:
+            who = "no motor answers (USB adapter unplugged or servo power off?)"
+        else:
+            who = f"motor(s) {', '.join(f'{j} (id {MOTOR_IDS[j]})' for j in silent)} stopped answering"
         raise ArmFault(f"{self.role} arm on {self.config.port}: {who} after {self.config.read_retries + 1} tries "
                        f"({str(error).strip()}); torque turned off where motors still answer", self.last_state) from error
 

@@ -100,8 +100,8 @@ class CameraCalibration:
             return self
         sx, sy = width / self.width, height / self.height
         scale = np.array([sx, sy, 1.0])[:, None]
-        k = (np.array(self.k).reshape(3, 3) * scale).ravel()
-        p = (np.array(self.p).reshape(3, 4) * scale).ravel()
+        k = (np.array(self.k).reshape(3, 3) * scale).ravel().tolist()
+        p = (np.array(self.p).reshape(3, 4) * scale).ravel().tolist()
         return CameraCalibration(self.camera_name, width, height, self.distortion_model, tuple(k), self.d, self.r,
                                  tuple(p), self.parent_frame, self.translation, self.rotation_xyzw)
 

@@ -35,6 +35,7 @@ from sgvla.hardware.joints import JOINTS, MOTOR_IDS
 PING, READ, WRITE, SYNC_READ, SYNC_WRITE = 0x01, 0x02, 0x03, 0x82, 0x83
 BROADCAST_ID = 0xFE
 RESOLUTION = 4096
+STEPS_PER_DEGREE = (RESOLUTION - 1) / 360  # LeRobot's degrees mode
 FIRMWARE = (3, 10)
 
 Motion = Callable[[float], Sequence[float]]  # seconds since start -> encoder position per servo
@@ -100,7 +101,7 @@ class SimServo:
     def _refresh(self, velocity: float) -> None:
         self.set("Present_Position", self.present())
         self.set("Present_Velocity", max(-32767, min(32767, round(velocity))))
-        self.set("Moving", int(abs(velocity) > 1.0))
+        self.set("Moving", int(bool(self.get("Torque_Enable")) and abs(self.goal_encoder() - self.encoder) >= 1.0))
 
     def read(self, addr: int, size: int) -> bytes:
         return bytes(self.regs[addr:addr + size])
@@ -163,6 +164,10 @@ class SimFeetechBus:
             return self.servos[motor_id].get(name)
 
     # -- serving ---------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._stop.is_set()
+
     def close(self) -> None:
         if self._stop.is_set():
             return
@@ -257,3 +262,9 @@ def sim_calibration() -> dict[str, MotorCalibration]:
     return {j: MotorCalibration(id=MOTOR_IDS[j], drive_mode=0, homing_offset=0,
                                 range_min=ranges.get(j, (1024, 3072))[0], range_max=ranges.get(j, (1024, 3072))[1])
             for j in JOINTS}
+
+
+def leader_motion(t: float) -> list[float]:
+    """A hand moving the leader: every joint swings slowly around its middle, the gripper opens and closes."""
+    return [2048 + 300 * math.sin(0.5 * t + i) for i in range(5)] + [2500 + 400 * math.sin(0.7 * t)]
+

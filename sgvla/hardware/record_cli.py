@@ -1,0 +1,80 @@
+"""``sgvla record``: teleoperate the SO101 follower from the leader arm and record a LeRobot dataset.
+
+Talks to the arms and cameras directly (no ROS), through LeRobot's SO101Follower/SO101Leader with
+sgvla's safety layer. Keys in the terminal: space/enter start or save an episode, r re-records,
+a aborts, q quits; an unsaved episode is never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from contextlib import ExitStack
+from pathlib import Path
+
+from sgvla.config import ConfigError, parse_override
+
+log = logging.getLogger("sgvla.record")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("record", help="teleoperated recording of SO101 episodes into a LeRobot dataset",
+                       description=__doc__)
+    p.add_argument("--config", default="so101", help="rig config: a name in config/hardware/ or a YAML path")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. follower.port=/dev/ttyACM0")
+    p.add_argument("--root", required=True, help="dataset folder (created, or appended to)")
+    p.add_argument("--repo-id", default="local/so101_bowls", help="dataset name stored in its metadata (never pushed)")
+    p.add_argument("--task", required=True, help="task string of every episode, e.g. 'put the bowl on the stove'")
+    p.add_argument("--episodes", type=int, default=1, help="episodes to save in this session")
+    p.add_argument("--episode-time", type=float, default=60.0, help="seconds after which an episode is saved")
+    p.add_argument("--reset-time", type=float, default=10.0, help="with --auto: seconds between episodes")
+    p.add_argument("--auto", action="store_true", help="start episodes without a key press")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # LeRobot (and with it torch) loads only when recording, so `sgvla --help` stays fast.
+    from sgvla.hardware.arm import ArmError, FollowerArm, LeaderArm
+    from sgvla.hardware.calibration import CalibrationError
+    from sgvla.hardware.cameras import Camera, CameraError
+    from sgvla.hardware.config import load_hardware_config
+    from sgvla.hardware.recording import (HELP, EpisodeStore, RecordingError, TeleopRecorder, TerminalKeys,
+                                          dataset_features)
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local datasets only
+    try:
+        rig = load_hardware_config(args.config, dict(parse_override(s) for s in args.set))
+    except ConfigError as e:
+        log.error("%s", e)
+        return 2
+    fps = round(rig.control_rate_hz)
+    features = dataset_features({c.name: (c.height, c.width, c.depth) for c in rig.cameras})
+    with ExitStack() as stack:
+        try:
+            follower = FollowerArm(rig.follower, rig.safety)
+            leader = LeaderArm(rig.leader)
+            follower.connect()
+            stack.callback(follower.close)
+            leader.connect()
+            stack.callback(leader.close)
+            cameras = []
+            for config in rig.cameras:
+                cameras.append(Camera(config).start())
+                stack.callback(cameras[-1].close)
+            store = EpisodeStore(Path(args.root), args.repo_id, fps, features)
+            stack.callback(store.close)
+            keys = stack.enter_context(TerminalKeys())
+            log.info("%s\nrecording %d episode(s) of %r into %s (%d already there)", HELP, args.episodes, args.task,
+                     args.root, store.episodes)
+            stats = TeleopRecorder(follower, leader, cameras, store, args.task, fps, keys, args.episodes,
+                                   args.episode_time, args.reset_time, args.auto).run()
+            total = store.episodes
+        except (ArmError, CalibrationError, CameraError, RecordingError) as e:
+            log.error("record: %s", e)
+            return 1
+    log.info("saved %d episode(s), %d frames; discarded %d; dataset %s has %d episode(s)", stats.saved, stats.frames,
+             stats.discarded, args.root, total)
+    return 0

@@ -1,0 +1,141 @@
+"""Follower and leader over LeRobot's SO101 classes on the simulated bus: setup errors, teleoperation,
+and the safety behaviour (limits, max step, refused commands, watchdog hold, faults)."""
+
+import json
+import time
+
+import pytest
+
+from sgvla.hardware.arm import ArmError, ArmFault, FollowerArm, LeaderArm
+from sgvla.hardware.joints import JOINTS
+from sgvla.hardware.safety import SafetyConfig, UnsafeCommand
+from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG
+
+
+def goal_raw(rig, joint_id: int) -> int:
+    return rig.follower.register(joint_id, "Goal_Position")
+
+
+def test_missing_port_is_a_clear_error(rig, tmp_path):
+    arm = FollowerArm(rig.follower_config(), SafetyConfig())
+    arm.config.port = str(tmp_path / "ttyACM9")
+    with pytest.raises(ArmError, match=r"follower port not found: .*ttyACM9.*lerobot-find-port"):
+        arm.connect()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "arm calibration file not found"),
+    ("{not json", "not valid JSON"),
+    (json.dumps({"shoulder_pan": {}}), "expected one entry per joint"),
+])
+def test_missing_or_invalid_calibration_is_a_clear_error(rig, content, message):
+    path = rig.calibration_dir / "so101_leader.json"
+    if content is None:
+        path.unlink()
+    else:
+        path.write_text(content)
+    with pytest.raises(ArmError, match=f"leader calibration: .*{message}.*lerobot-calibrate --teleop.type=so101_leader"):
+        LeaderArm(rig.leader_config()).connect()
+
+
+def test_out_of_range_calibration_values_are_refused(rig):
+    path = rig.calibration_dir / "so101_follower.json"
+    data = json.loads(path.read_text())
+    data["elbow_flex"]["range_max"] = 5000
+    data["gripper"]["id"] = 9
+    path.write_text(json.dumps(data))
+    with pytest.raises(ArmError, match=r"elbow_flex: invalid range 1024..5000"):
+        FollowerArm(rig.follower_config(), SafetyConfig()).connect()
+
+
+def test_a_motor_missing_at_connect_is_named(rig):
+    rig.follower.remove(4)
+    with pytest.raises(ArmError, match=r"Missing motor IDs:\s+- 4"):
+        FollowerArm(rig.follower_config(), SafetyConfig()).connect()
+
+
+def test_connect_writes_the_calibration_file_to_the_motors_and_holds(rig, follower):
+    assert rig.follower.register(2, "Min_Position_Limit") == 1024  # written from the file, no prompt
+    assert rig.follower.register(2, "Torque_Enable") == 1
+    assert follower.holding
+    assert follower.read().positions["shoulder_pan"] == pytest.approx(0.0, abs=0.1)
+
+
+def test_leader_drives_follower(rig, follower, leader):
+    for _ in range(30):
+        sent = follower.command(leader.read().positions)
+        follower.read()
+        time.sleep(1 / 30)
+    time.sleep(0.3)
+    state = follower.read().positions
+    for i, joint in enumerate(JOINTS[:5]):
+        assert goal_raw(rig, i + 1) == pytest.approx(2048 + sent[joint] * DEG, abs=1)
+        assert state[joint] == pytest.approx(sent[joint], abs=0.5)
+    assert rig.leader.register(1, "Torque_Enable") == 0  # the leader stays limp
+
+
+def test_out_of_range_goals_are_clamped_and_steps_are_limited(rig, follower):
+    follower.safety.joint_limits["elbow_flex"] = [-30.0, 30.0]
+    sent = follower.command({"elbow_flex": 170.0, "gripper": -50.0, "shoulder_pan": 4.0})
+    assert sent["elbow_flex"] == 10.0  # inside the limit, but at most max_step from present (0)
+    assert sent["gripper"] == 0.0  # clamped to 0..100, then within a step of present (4.8 %)
+    assert sent["shoulder_pan"] == 4.0
+    for _ in range(10):
+        follower.read()
+        sent = follower.command({"elbow_flex": 170.0})
+        time.sleep(0.05)
+    assert sent["elbow_flex"] == 30.0
+    assert goal_raw(rig, 3) == pytest.approx(2048 + 30 * DEG, abs=1)
+
+
+@pytest.mark.parametrize("goal", [{"elbow": 1.0}, {"elbow_flex": float("nan")}, {"gripper": float("inf")}])
+def test_unsafe_commands_are_refused_whole(rig, follower, goal):
+    before = [goal_raw(rig, i) for i in range(1, 7)]
+    with pytest.raises(UnsafeCommand):
+        follower.command({"shoulder_pan": 5.0, **goal})
+    assert [goal_raw(rig, i) for i in range(1, 7)] == before
+
+
+def test_watchdog_holds_position_when_commands_go_stale(rig, follower):
+    follower.command({"shoulder_pan": 10.0})
+    assert not follower.enforce_watchdog()
+    time.sleep(0.02)
+    follower.read()
+    assert not follower.enforce_watchdog()  # fresh: keep going
+    time.sleep(0.35)  # command_timeout_s is 0.3
+    assert follower.enforce_watchdog()
+    held = rig.follower.register(1, "Goal_Position")
+    assert held < 2048 + 10 * DEG and held == pytest.approx(rig.follower.register(1, "Present_Position"), abs=1)
+
+
+def test_transient_bus_errors_are_retried(rig, follower):
+    rig.follower.drop_replies(1)
+    rig.follower.corrupt_replies(1)
+    assert follower.read().positions.keys() == set(JOINTS)
+
+
+def test_motor_that_stops_answering_faults_with_torque_off_and_last_state(rig, follower):
+    follower.command({"wrist_flex": 5.0})
+    last = follower.read()
+    rig.follower.remove(3)
+    with pytest.raises(ArmFault, match=r"elbow_flex \(id 3\) stopped answering after 3 tries") as fault:
+        follower.read()
+    assert fault.value.last_state == last == follower.last_state
+    assert [rig.follower.register(i, "Torque_Enable") for i in (1, 2, 4, 5, 6)] == [0] * 5
+    with pytest.raises(ArmError, match="not connected"):
+        follower.command({"wrist_flex": 5.0})
+
+
+def test_unplugged_adapter_faults(rig, follower):
+    last = follower.read()
+    rig.follower.unplug()
+    with pytest.raises(ArmFault, match="no motor answers") as fault:
+        follower.read()
+    assert fault.value.last_state == last
+
+
+def test_close_turns_torque_off(rig):
+    arm = FollowerArm(rig.follower_config(), SafetyConfig())
+    arm.connect()
+    arm.close()
+    assert [rig.follower.register(i, "Torque_Enable") for i in range(1, 7)] == [0] * 6
