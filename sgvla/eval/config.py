@@ -24,6 +24,8 @@ class EvalConfig:
     episodes: int = 10  # seeds seed_offset .. seed_offset + episodes - 1
     seed_offset: int = 0
     graph_source: str = "ground_truth"
+    vlm_client: str | None = None  # graph_source=vlm: a config/vlm/clients name or a client YAML path
+    vlm_rate_hz: float = 1.0  # at most this many VLM queries per second (latest frame wins)
     view: str = "agentview"
     context_style: str = "reference"  # reference | compact | json
     render_profile: str = "reference"  # reference (what learned policies were trained on) | fast
@@ -44,6 +46,12 @@ class EvalConfig:
             raise ValueError(f"unknown task id(s) {bad}; LIBERO-Spatial has tasks 0..9")
         if self.graph_source not in GRAPH_SOURCES:
             raise ValueError(f"unknown graph_source {self.graph_source!r}; choose from {list(GRAPH_SOURCES)}")
+        if self.graph_source == "vlm":
+            if not self.vlm_client:
+                raise ValueError("graph_source=vlm needs vlm_client (a config/vlm/clients name or YAML path)")
+            boxed = [m for m in self.modes if "bounding_boxes" in m]
+            if boxed:
+                raise ValueError(f"modes {boxed} need boxes, which a VLM graph source does not give")
         if self.episodes < 1 or self.workers < 1:
             raise ValueError("episodes and workers must be >= 1")
         if not self.policies:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from sgvla.eval.context import Context, build_context, needs_context
+from sgvla.eval.graph_source import GroundTruthSource
 from sgvla.policies.base import Policy, StepInput
 from sgvla.scene_graph import Ontology
 
@@ -42,18 +43,22 @@ class EpisodeRunner:
     """Runs episodes of one backend (task + perturbation) with any policy and mode."""
 
     def __init__(self, backend, ontology: Ontology, view: str = "agentview", style: str = "reference",
-                 max_steps: int | None = None, frame_sink=None):
+                 max_steps: int | None = None, frame_sink=None, graph_source=None):
         self.backend = backend
+        self.source = graph_source or GroundTruthSource(backend)
         self.ontology = ontology
         self.view = view
         self.style = style
         self.max_steps = max_steps or backend.max_steps
         self.frame_sink = frame_sink  # called (observation, context) each step, e.g. a video writer
 
-    def _context(self, mode: str, task: str, scene) -> tuple[Context, Any]:
-        view_graph = self.backend.ground_truth([self.view], scene=scene)[self.view]
-        return build_context(mode, task, view_graph if needs_context(mode) else None, self.view, self.ontology,
-                             self.style), view_graph
+    def _context(self, mode: str, task: str, obs, scene) -> Context:
+        view_graph = self.source.view_graph(self.view, obs, scene, task) if needs_context(mode) else None
+        return build_context(mode, task, view_graph, self.view, self.ontology, self.style)
+
+    def close(self) -> None:
+        self.source.close()
+        self.backend.close()
 
     def run(self, episode: Episode, policy: Policy) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -61,7 +66,9 @@ class EpisodeRunner:
         task = self.backend.task
         info = episode_info(self.backend)
         scene = self.backend.scene()
-        context, view_graph = self._context(episode.mode, task, scene)
+        reference = self.backend.ground_truth([self.view], scene=scene)[self.view]  # for the record
+        self.source.reset()
+        context = self._context(episode.mode, task, obs, scene)
         policy.reset(context.prompt)
         budget = policy.prompt_budget(context.prompt)
         start_prompt = context.prompt
@@ -69,7 +76,7 @@ class EpisodeRunner:
         while steps < self.max_steps:
             if steps and needs_context(episode.mode):
                 t = time.perf_counter()
-                context, _ = self._context(episode.mode, task, scene)
+                context = self._context(episode.mode, task, obs, scene)
                 overhead += time.perf_counter() - t
             action = policy.act(StepInput(obs.raw, context.prompt, scene, info))
             if self.frame_sink is not None:
@@ -86,8 +93,9 @@ class EpisodeRunner:
             "max_steps": self.max_steps, "wall_time_s": round(wall, 3),
             "context_ms_per_step": round(1000 * overhead / max(steps - 1, 1), 4),
             "task": task, "prompt": start_prompt, "view": self.view,
-            "graph_triplets": len(view_graph.graph), "triplets_in_prompt": context.triplets_in_prompt,
-            "visible_objects": sorted(view_graph.boxes),
+            "graph_source": self.source.name, "graph_triplets": len(reference.graph),
+            "triplets_in_prompt": context.triplets_in_prompt, "visible_objects": sorted(reference.boxes),
+            **self.source.stats(),
             "prompt_tokens": budget.tokens if budget else None,
             "prompt_budget": budget.budget if budget else None,
             "triplets_kept": budget.triplets_kept if budget else None,

@@ -6,12 +6,12 @@ processes (each keeps its own simulator and policies); records are written by th
 one line per finished episode.
 """
 
+import atexit
 import dataclasses
 import logging
 import os
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from functools import lru_cache
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -46,16 +46,40 @@ class Worker:
         self.cfg = cfg
         self.ontology = load_ontology("libero_spatial")
         self.specs = {policy_name(p): p for p in cfg.policies}
-        self.needs_images = cfg.video or any(p.type in LEARNED for p in cfg.policies)
-        self._runner = lru_cache(maxsize=1)(self._make_runner)  # one task's simulator at a time
+        self.needs_images = cfg.video or cfg.graph_source == "vlm" or any(p.type in LEARNED for p in cfg.policies)
+        self.vlm = self._make_vlm() if cfg.graph_source == "vlm" else None
+        self._runner: EpisodeRunner | None = None  # one task's simulator at a time
         self._policies: dict = {}
+
+    def runner(self, task_id: int) -> EpisodeRunner:
+        if self._runner is None or self._runner.backend.config.task_id != task_id:
+            self.close_runner()
+            self._runner = self._make_runner(task_id)
+        return self._runner
+
+    def close_runner(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
 
     def _make_runner(self, task_id: int) -> EpisodeRunner:
         from sgvla.sim.libero_env import make_backend
 
         backend = make_backend(task_id, render_profile=self.cfg.render_profile, perturbation=self.cfg.perturbations,
                                image_size=self.cfg.image_size, render_images=self.needs_images)
-        return EpisodeRunner(backend, self.ontology, self.cfg.view, self.cfg.context_style, self.cfg.max_steps)
+        source = None
+        if self.vlm is not None:
+            from sgvla.eval.graph_source import VLMSource
+
+            source = VLMSource(self.vlm, self.cfg.vlm_rate_hz)
+        return EpisodeRunner(backend, self.ontology, self.cfg.view, self.cfg.context_style, self.cfg.max_steps,
+                             graph_source=source)
+
+    def _make_vlm(self):
+        from sgvla.vlm.config import load_client_config, make_vlm
+        from sgvla.vlm.prompts import load_prompt
+
+        return make_vlm(load_client_config(self.cfg.vlm_client), load_prompt(), self.ontology)
 
     def policy(self, name: str):
         if name not in self._policies:
@@ -69,11 +93,10 @@ class Worker:
         return self._policies[name]
 
     def run(self, episode: Episode) -> dict:
-        runner = self._runner(episode.task_id)
+        runner = self.runner(episode.task_id)
         record = runner.run(episode, self.policy(episode.policy))
         record["perturbation_applied"] = describe(runner.backend.perturbation)
         record["render_profile"] = self.cfg.render_profile
-        record["graph_source"] = self.cfg.graph_source
         return record
 
 
@@ -94,6 +117,7 @@ def _init_worker(cfg: EvalConfig) -> None:
     global _worker
     os.environ.setdefault("MUJOCO_GL", "egl")
     _worker = Worker(cfg)
+    atexit.register(_worker.close_runner)
 
 
 def _run_in_worker(episode: Episode) -> dict:
@@ -112,13 +136,14 @@ def validate(cfg: EvalConfig) -> None:
     if len(set(names)) != len(names):
         raise ValueError(f"two policies share a name in {names}; give them distinct `name`s")
     load_perturbations(cfg.perturbations)
+    if cfg.vlm_client:
+        from sgvla.vlm.config import load_client_config
+
+        load_client_config(cfg.vlm_client)
 
 
 def run_plan(cfg: EvalConfig, progress: bool = True) -> tuple[Path, int]:
     """Run what is missing of the plan; returns (results path, number of failed episodes)."""
-    if cfg.graph_source != "ground_truth":
-        raise NotImplementedError(f"graph_source={cfg.graph_source!r} is not wired into the loop yet; "
-                                  "use graph_source=ground_truth")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
@@ -137,12 +162,15 @@ def run_plan(cfg: EvalConfig, progress: bool = True) -> tuple[Path, int]:
 
     if cfg.workers == 1:
         _init_worker(cfg)
-        for episode in todo:
-            try:
-                record(_run_in_worker(episode))
-            except Exception:
-                failed += 1
-                log.exception("episode %s failed; it is not recorded, rerun to retry", episode)
+        try:
+            for episode in todo:
+                try:
+                    record(_run_in_worker(episode))
+                except Exception:
+                    failed += 1
+                    log.exception("episode %s failed; it is not recorded, rerun to retry", episode)
+        finally:
+            _worker.close_runner()
     else:
         with ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn"), initializer=_init_worker,
                                  initargs=(cfg,)) as pool:

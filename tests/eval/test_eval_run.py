@@ -74,3 +74,23 @@ def test_bad_plan_is_a_clear_error(tmp_path, capsys, override, message):
     assert main(["eval", "--out", str(tmp_path), override]) == 2
     assert message in capsys.readouterr().out
     assert not (tmp_path / "episodes.jsonl").exists()
+
+
+def test_vlm_graph_source_runs_the_live_worker(tmp_path):
+    """graph_source=vlm: a tiny random Qwen2.5-VL, grammar-constrained so every answer line is a
+    valid triplet, reads the agentview image each step; its graph goes into the prompt."""
+    from sgvla.vlm.tiny import build_tiny_qwen2_5_vl
+
+    model = build_tiny_qwen2_5_vl(tmp_path / "tiny_vlm")
+    client = tmp_path / "tiny_client.yaml"
+    client.write_text(f"type: transformers\nname: tiny-qwen\nmodel: {model}\ndevice: cpu\ndtype: float32\n"
+                      "batch_size: 1\nmax_new_tokens: 24\nconstraint: grammar\n")
+    cfg = small_config(tmp_path / "run", modes=["scene_graph"], graph_source="vlm", vlm_client=str(client),
+                       vlm_rate_hz=50.0, max_steps=6)
+    path, failed = run_plan(cfg, progress=False)
+    (record,) = ResultsFile(path).records()
+    assert failed == 0 and record["graph_source"] == "vlm" and record["vlm_view"] == "agentview"
+    assert record["vlm_queries"] >= 1 and record["vlm_failure"] == ""
+    assert record["prompt"].startswith(record["task"] + "\nCurrent simulator semantic context:\nScene graph:\n")
+    with pytest.raises(ValueError, match="need boxes"):
+        small_config(tmp_path, modes=["bounding_boxes"], graph_source="vlm", vlm_client=str(client))
