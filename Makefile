@@ -8,7 +8,7 @@ install:
 	@scripts/install.sh
 
 eval: install
-	$(VENV)/bin/sgvla doctor
+	$(VENV)/bin/sgvla eval --config config/eval/default.yaml
 
 test: install
 	$(PY) -m pytest
