@@ -33,7 +33,8 @@ class EvalConfig:
     max_steps: int | None = None  # None: the task suite's limit (LIBERO-Spatial: 280)
     workers: int = 1
     output_dir: str = "outputs/eval"
-    video: bool = False
+    video: bool = False  # an MP4 per episode (cameras + the live graph) under output_dir/videos
+    render_images: bool | None = None  # None: only when a learned policy, the VLM or the video needs images
 
     def __post_init__(self):
         bad = [m for m in self.modes if m not in MODES]

@@ -7,12 +7,14 @@ Everything here works on small protocols (a backend with reset/step/scene/ground
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sgvla.eval.context import Context, build_context, needs_context
 from sgvla.eval.graph_source import GroundTruthSource
+from sgvla.eval.video import EpisodeVideo
 from sgvla.policies.base import Policy, StepInput
 from sgvla.scene_graph import Ontology
 
@@ -43,14 +45,14 @@ class EpisodeRunner:
     """Runs episodes of one backend (task + perturbation) with any policy and mode."""
 
     def __init__(self, backend, ontology: Ontology, view: str = "agentview", style: str = "reference",
-                 max_steps: int | None = None, frame_sink=None, graph_source=None):
+                 max_steps: int | None = None, video_dir: Path | None = None, graph_source=None):
         self.backend = backend
         self.source = graph_source or GroundTruthSource(backend)
         self.ontology = ontology
         self.view = view
         self.style = style
         self.max_steps = max_steps or backend.max_steps
-        self.frame_sink = frame_sink  # called (observation, context) each step, e.g. a video writer
+        self.video_dir = video_dir  # an MP4 per episode when set
 
     def _context(self, mode: str, task: str, obs, scene) -> Context:
         view_graph = self.source.view_graph(self.view, obs, scene, task) if needs_context(mode) else None
@@ -73,25 +75,34 @@ class EpisodeRunner:
         budget = policy.prompt_budget(context.prompt)
         start_prompt = context.prompt
         success, steps, overhead = False, 0, 0.0
-        while steps < self.max_steps:
-            if steps and needs_context(episode.mode):
-                t = time.perf_counter()
-                context = self._context(episode.mode, task, obs, scene)
-                overhead += time.perf_counter() - t
-            action = policy.act(StepInput(obs.raw, context.prompt, scene, info))
-            if self.frame_sink is not None:
-                self.frame_sink(obs, context)
-            obs, success, done = self.backend.step(action)
-            steps += 1
-            if success or done:
-                break
-            scene = self.backend.scene()
+        video = None
+        if self.video_dir is not None:
+            name = f"{episode.policy}_t{episode.task_id}_{episode.mode}_s{episode.seed}.mp4".replace("/", "-")
+            video = EpisodeVideo(self.video_dir / name)
+        try:
+            while steps < self.max_steps:
+                if steps and needs_context(episode.mode):
+                    t = time.perf_counter()
+                    context = self._context(episode.mode, task, obs, scene)
+                    overhead += time.perf_counter() - t
+                action = policy.act(StepInput(obs.raw, context.prompt, scene, info))
+                if video is not None:
+                    video.add(obs.images, f"step {steps}  {episode.mode}\n{context.prompt}")
+                obs, success, done = self.backend.step(action)
+                steps += 1
+                if success or done:
+                    break
+                scene = self.backend.scene()
+        finally:
+            if video is not None:
+                video.close()
         wall = time.perf_counter() - t0
         return {
             "policy": episode.policy, "task_id": episode.task_id, "perturbation": episode.perturbation,
             "mode": episode.mode, "seed": episode.seed, "success": bool(success), "steps": steps,
             "max_steps": self.max_steps, "wall_time_s": round(wall, 3),
             "context_ms_per_step": round(1000 * overhead / max(steps - 1, 1), 4),
+            "video": str(video.path) if video is not None else "",
             "task": task, "prompt": start_prompt, "view": self.view,
             "graph_source": self.source.name, "graph_triplets": len(reference.graph),
             "triplets_in_prompt": context.triplets_in_prompt, "visible_objects": sorted(reference.boxes),

@@ -46,7 +46,10 @@ class Worker:
         self.cfg = cfg
         self.ontology = load_ontology("libero_spatial")
         self.specs = {policy_name(p): p for p in cfg.policies}
-        self.needs_images = cfg.video or cfg.graph_source == "vlm" or any(p.type in LEARNED for p in cfg.policies)
+        needed = cfg.video or cfg.graph_source == "vlm" or any(p.type in LEARNED for p in cfg.policies)
+        self.needs_images = needed if cfg.render_images is None else cfg.render_images
+        if needed and not self.needs_images:
+            raise ValueError("render_images=false, but a learned policy, the VLM graph source or video needs images")
         self.vlm = self._make_vlm() if cfg.graph_source == "vlm" else None
         self._runner: EpisodeRunner | None = None  # one task's simulator at a time
         self._policies: dict = {}
@@ -72,8 +75,9 @@ class Worker:
             from sgvla.eval.graph_source import VLMSource
 
             source = VLMSource(self.vlm, self.cfg.vlm_rate_hz)
+        video_dir = Path(self.cfg.output_dir) / "videos" if self.cfg.video else None
         return EpisodeRunner(backend, self.ontology, self.cfg.view, self.cfg.context_style, self.cfg.max_steps,
-                             graph_source=source)
+                             video_dir=video_dir, graph_source=source)
 
     def _make_vlm(self):
         from sgvla.vlm.config import load_client_config, make_vlm

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import cv2
 import pytest
 
 from sgvla.cli import main
@@ -27,7 +28,7 @@ def small_config(out, **kw) -> EvalConfig:
 
 
 def test_records_carry_settings_prompt_and_grounding(tmp_path):
-    path, failed = run_plan(small_config(tmp_path), progress=False)
+    path, failed = run_plan(small_config(tmp_path, video=True), progress=False)
     records = list(ResultsFile(path).records())
     assert failed == 0 and [r["mode"] for r in records] == ["standard", "scene_graph"]
     std, sg = records
@@ -41,6 +42,8 @@ def test_records_carry_settings_prompt_and_grounding(tmp_path):
     for r in records:
         assert r["steps"] == 15 and r["max_steps"] == 15 and r["seed"] == 0 and r["graph_triplets"] > 0
         assert r["perturbation_applied"] == "prompt 'pick up the black bowl in front of the ramekin and place it on the plate'"
+        video = cv2.VideoCapture(r["video"])
+        assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == 15 and video.read()[1].shape[0] == 64
 
 
 def test_killed_run_resumes_with_every_episode_once(tmp_path):
