@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "make-tiny-policy": "sgvla.policies.tiny",
     "record": "sgvla.hardware.record_cli",
     "sim-bus": "sgvla.hardware.sim_bus_cli",
+    "launch": "sgvla.launch_cmd",
 }
 
 

@@ -15,6 +15,11 @@ NODES = {
     "graph_publisher": "sgvla_ros.graph_publisher:main",
     "graph_recorder": "sgvla_ros.graph_recorder:main",
     "vlm_query": "sgvla_ros.vlm_query:main",
+    "sim_bridge": "sgvla_ros.sim_bridge:main",
+    "scene_graph": "sgvla_ros.scene_graph_node:main",
+    "vla_policy": "sgvla_ros.vla_policy:main",
+    "evaluator": "sgvla_ros.evaluator:main",
+    "bag_recorder": "sgvla_ros.bag_recorder:main",
 }
 
 

@@ -1,0 +1,56 @@
+"""Several sgvla nodes in one process on one executor (`sgvla launch --single-process`).
+
+    python -m sgvla_ros.multi_node NODES.yaml
+
+NODES.yaml: {main: NAME, nodes: [{name, module, args: [--ros-args ...]}]}, written by `sgvla.launch_cmd`
+from the same launch plan as the multi-process launch. Every node keeps its own command-line arguments
+(name remap, parameter files, remappings). Messages still go through DDS. Exits with the main node's code.
+"""
+
+import importlib
+import inspect
+import sys
+
+import rclpy
+import yaml
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+
+from sgvla_ros.graph_io import NodeExit
+
+
+def node_class(module: str) -> type:
+    mod = importlib.import_module(module)
+    classes = [c for _, c in inspect.getmembers(mod, inspect.isclass) if issubclass(c, Node) and c is not Node
+               and c.__module__ == mod.__name__]
+    if len(classes) != 1:
+        raise RuntimeError(f"{module} defines {len(classes)} node classes; expected one")
+    return classes[0]
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec = yaml.safe_load(open(argv[0]))
+    rclpy.init()
+    executor = SingleThreadedExecutor()
+    nodes = []
+    code = 0
+    try:
+        for item in spec["nodes"]:
+            node = node_class(item["module"])(cli_args=item["args"], use_global_arguments=False)
+            nodes.append(node)
+            executor.add_node(node)
+        executor.spin()
+    except NodeExit as e:
+        code = e.code
+    except (KeyboardInterrupt, ExternalShutdownException):
+        code = 130
+    finally:
+        for node in reversed(nodes):
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

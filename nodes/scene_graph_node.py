@@ -1,0 +1,103 @@
+"""scene_graph: live scene graphs per camera from object states (simulation; images + depth later).
+
+For every `sim/state` it computes each camera's ground-truth graph and boxes with the scene-graph core
+(`sgvla.nodegraph.episode.view_graphs`, the computation of `LiberoBackend.ground_truth`) and publishes
+`scene_graph/<camera>` (SceneGraph, source=ground_truth) and `graph_context/<camera>` (GraphContext: graph,
+boxes and the serialized context text, keyed by (episode, step)); with `overlay: true` it draws the graph
+on the camera images (`scene_graph/<camera>/overlay`). It reads the state without importing the simulator.
+"""
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+
+from sgvla.nodegraph.codec import light_modules
+from sgvla.nodegraph.episode import view_graphs
+from sgvla.scene_graph import format_prompt_context, load_ontology
+from sgvla_interfaces.msg import GraphContext, SceneGraph, SimState
+from sgvla_ros.graph_io import (
+    QOS, image_msg, payload_of, run_node, scene_graph_msg, stamp_key, stored_image_of, stored_to_upright,
+    view_graph_to_msg,
+)
+
+KEEP = 8  # graphs and images kept per camera to pair overlays
+
+
+class SceneGraphNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("scene_graph", **kwargs)
+        self.declare_parameter("ontology", "libero_spatial")
+        self.declare_parameter("context_style", "reference")  # of the serialized text: reference | compact | json
+        self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # topics created up front
+        self.declare_parameter("overlay", False)  # draw graphs on the camera images
+        param = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.ontology = load_ontology(param("ontology"))
+        self.style = param("context_style")
+        self.overlay = bool(param("overlay"))
+        self.pubs: dict = {}
+        self.graphs: dict[str, OrderedDict] = {}
+        self.images: dict[str, OrderedDict] = {}
+        for camera in param("cameras"):
+            self._pubs(camera)
+        self.create_subscription(SimState, "sim/state", self.on_state, QOS["control"])
+        self.get_logger().info("ready")
+
+    def _pubs(self, camera: str):
+        if camera not in self.pubs:
+            overlay = None
+            if self.overlay:
+                overlay = self.create_publisher(Image, f"scene_graph/{camera}/overlay", QOS["sensor"])
+                self.create_subscription(Image, f"camera/{camera}/image_raw",
+                                         lambda msg, c=camera: self.on_image(c, msg), QOS["sensor"])
+            self.pubs[camera] = (self.create_publisher(SceneGraph, f"scene_graph/{camera}", QOS["reliable"]),
+                                 self.create_publisher(GraphContext, f"graph_context/{camera}", QOS["control"]),
+                                 overlay)
+            self.graphs[camera], self.images[camera] = OrderedDict(), OrderedDict()
+        return self.pubs[camera]
+
+    def on_state(self, msg: SimState):
+        t = time.perf_counter()
+        scene = payload_of(msg, resolve=light_modules)["scene"]
+        graphs = view_graphs(scene)
+        compute_ms = 1000 * (time.perf_counter() - t)
+        for camera, vg in graphs.items():
+            graph_pub, context_pub, _ = self._pubs(camera)
+            text = format_prompt_context(vg.graph, camera, self.ontology, subject_filter=None, style=self.style,
+                                         boxes=vg.boxes)
+            graph_pub.publish(scene_graph_msg(vg, msg.header))
+            context_pub.publish(view_graph_to_msg(vg, msg.header, msg.episode, msg.step, text, compute_ms))
+            if self.overlay:
+                self._remember(self.graphs[camera], stamp_key(msg.header.stamp), vg)
+                self.draw(camera, stamp_key(msg.header.stamp))
+
+    def on_image(self, camera: str, msg: Image):
+        key = stamp_key(msg.header.stamp)
+        self._remember(self.images[camera], key, msg)
+        self.draw(camera, key)
+
+    def draw(self, camera: str, key: int):
+        vg, image = self.graphs[camera].get(key), self.images[camera].get(key)
+        if vg is None or image is None:
+            return
+        from sgvla.nodegraph.overlay import draw_overlay
+
+        del self.images[camera][key]
+        canvas = draw_overlay(stored_to_upright(stored_image_of(image)), vg, self.ontology)
+        self.pubs[camera][2].publish(image_msg(np.ascontiguousarray(canvas), image.header))
+
+    @staticmethod
+    def _remember(store: OrderedDict, key: int, value) -> None:
+        store[key] = value
+        while len(store) > KEEP:
+            store.popitem(last=False)
+
+
+def main(args=None):
+    raise SystemExit(run_node(SceneGraphNode, args))
+
+
+if __name__ == "__main__":
+    main()

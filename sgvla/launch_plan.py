@@ -1,0 +1,252 @@
+"""What a launch starts: nodes, executables, parameters and remappings, per launch name.
+
+One description read by both `launch/<name>.launch.py` (`ros2 launch sgvla_ros <name>.launch.py a:=b`) and
+`sgvla launch <name> a:=b`, so the two cannot drift. No ROS imports: the launch file turns a `Plan` into
+launch_ros `Node` actions, `sgvla launch` into processes (or one multi-node process).
+
+Parameters come from a ROS 2 parameter file (`config/ros/<name>.yaml`, every parameter documented) with
+the launch arguments' values on top. `TOPICS` is the node graph's interface table (names, types, QoS,
+frame ids, who publishes and subscribes); the README's table is `python -m sgvla.launch_plan --table`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgvla.paths import CONFIG_DIR, REPO_ROOT
+
+PACKAGE = "sgvla_ros"
+
+# Executable (setup.py NODES key) -> module of sgvla_ros (the nodes/ folder).
+EXECUTABLES = {
+    "sim_bridge": "sim_bridge",
+    "scene_graph": "scene_graph_node",
+    "vla_policy": "vla_policy",
+    "evaluator": "evaluator",
+    "bag_recorder": "bag_recorder",
+    "vlm_query": "vlm_query",
+    "graph_publisher": "graph_publisher",
+    "graph_recorder": "graph_recorder",
+}
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    default: str
+    description: str
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str  # node name (also its key in the parameter file)
+    executable: str
+    parameters: dict[str, Any] = field(default_factory=dict)  # on top of the parameter file
+    remappings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def module(self) -> str:
+        return f"{PACKAGE}.{EXECUTABLES[self.executable]}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    arguments: dict[str, str]  # resolved launch arguments
+    params_file: Path
+    nodes: tuple[NodeSpec, ...]
+    env: dict[str, str]  # environment defaults for every node (set only where unset)
+    main: str  # the node whose exit ends the launch; its exit code is the launch's
+
+    def node(self, name: str) -> NodeSpec:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"launch {self.name!r} has no node {name!r}; it has {[n.name for n in self.nodes]}")
+
+
+# -- the node graph's topics ----------------------------------------------------------------------
+
+QOS = {
+    "control": "reliable, transient local, keep last 10: lock-step needs every message; a late joiner (or a "
+               "recorder) still gets the latest",
+    "latched": "reliable, transient local, keep last 1: the current value for late joiners",
+    "reliable": "reliable, volatile, keep last 10",
+    "frames": "reliable, volatile, keep last 2: lock-step needs every frame; sensor-data (best effort) "
+              "subscribers still match",
+    "sensor": "sensor data: best effort, volatile, keep last 5 (latest frame wins)",
+    "clock": "best effort, keep last 1 (what rclpy's time source subscribes with)",
+}
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str  # relative to the launch namespace unless absolute; {camera} stands for each camera
+    type: str
+    qos: str  # a QOS key
+    frame_id: str
+    publishers: tuple[str, ...]
+    subscribers: tuple[str, ...]
+    what: str
+
+
+TOPICS = (
+    Topic("/clock", "rosgraph_msgs/msg/Clock", "clock", "", ("sim_bridge",), (),
+          "simulation time: control steps x the control period, monotonic across episodes"),
+    Topic("sim/state", "sgvla_interfaces/msg/SimState", "control", "world", ("sim_bridge",),
+          ("scene_graph", "vla_policy", "evaluator"),
+          "privileged state per step, bit-exact (SceneState, goal, robot state), success and done"),
+    Topic("action", "sgvla_interfaces/msg/Action", "control", "", ("vla_policy",), ("sim_bridge",),
+          "the policy's action for (episode, step); lock-step advances on it"),
+    Topic("joint_states", "sensor_msgs/msg/JointState", "reliable", "", ("sim_bridge",), (),
+          "arm joints and gripper fingers: position, velocity"),
+    Topic("objects", "sgvla_interfaces/msg/ObjectStates", "reliable", "world", ("sim_bridge",), (),
+          "object positions and world-aligned bounding boxes"),
+    Topic("task", "std_msgs/msg/String", "latched", "", ("sim_bridge",), (),
+          "the episode's task prompt (after any prompt override)"),
+    Topic("camera/{camera}/image_raw", "sensor_msgs/msg/Image", "frames", "{camera}_optical_frame", ("sim_bridge",),
+          ("vla_policy", "scene_graph"),
+          "rgb8, upright (the simulator's rows turned 180 degrees, as policies and VLMs see them); "
+          "published when the episode renders images"),
+    Topic("camera/{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "frames", "{camera}_optical_frame",
+          ("sim_bridge",), (), "pinhole intrinsics of the published image, no distortion"),
+    Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world", ("scene_graph",), (),
+          "ground-truth graph of the camera's visible objects (source=ground_truth)"),
+    Topic("graph_context/{camera}", "sgvla_interfaces/msg/GraphContext", "control", "world", ("scene_graph",),
+          ("vla_policy",), "graph, boxes and serialized context text per (episode, step)"),
+    Topic("scene_graph/{camera}/overlay", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
+          ("scene_graph",), (), "the camera image with boxes and the manipulated object's triplets drawn"),
+    Topic("prompt", "sgvla_interfaces/msg/PromptContext", "reliable", "", ("vla_policy",), (),
+          "the composed prompt, when it changes"),
+    Topic("policy/report", "sgvla_interfaces/msg/PolicyReport", "control", "", ("vla_policy",), ("evaluator",),
+          "per episode: prompt token budget use, triplets shown and kept, the policy's decision"),
+    Topic("eval/episode", "sgvla_interfaces/msg/EpisodeSpec", "control", "", ("evaluator",), ("vla_policy",),
+          "the next episode: policy, mode, view, context style"),
+    Topic("eval/result", "sgvla_interfaces/msg/EpisodeResult", "reliable", "", ("evaluator",), (),
+          "per finished episode: success, steps, wall time"),
+    Topic("reset_episode", "sgvla_interfaces/srv/ResetEpisode", "service", "", ("sim_bridge",), ("evaluator",),
+          "service: reset (task, seed, perturbation, simulator settings) for an episode number"),
+)
+
+
+def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")) -> str:
+    """The README's Markdown table of nodes, topics, types, QoS and frame ids."""
+    rows = ["| topic | type | QoS | frame_id | publisher | subscribers | what |", "|---|---|---|---|---|---|---|"]
+    for t in TOPICS:
+        qos = "service" if t.qos == "service" else f"{t.qos}: {QOS[t.qos]}"
+        rows.append(f"| `{t.name}` | `{t.type}` | {qos} | {f'`{t.frame_id}`' if t.frame_id else '-'} | "
+                    f"{', '.join(t.publishers)} | {', '.join(t.subscribers) or '(tools, recorder)'} | {t.what} |")
+    rows.append(f"\n`{{camera}}`: each camera the episode observes, e.g. {', '.join(cameras)}. Every topic is "
+                "relative (a launch namespace applies) except `/clock`; bag_recorder (with `--record`) subscribes "
+                "to all of them.")
+    return "\n".join(rows)
+
+
+def subscriber_counts(nodes: tuple[NodeSpec, ...], topics: tuple[str, ...]) -> list[str]:
+    """`topic:n` for the evaluator's start condition: n subscriptions the plan's nodes make to the topic."""
+    names = {n.executable for n in nodes}
+    out = []
+    for t in TOPICS:
+        if t.name in topics:
+            n = sum(s in names for s in t.subscribers) + ("bag_recorder" in names)
+            out.append(f"{t.name}:{n}")
+    return out
+
+
+# -- launches -------------------------------------------------------------------------------------
+
+ARGUMENTS: dict[str, tuple[Argument, ...]] = {
+    "sim_eval": (
+        Argument("eval_config", "config/eval/default.yaml", "evaluation plan (the same files as `sgvla eval`)"),
+        Argument("eval_overrides", "", "key=value overrides of the plan, space-separated, e.g. 'tasks=[0] episodes=1'"),
+        Argument("output_dir", "", "run directory (default: the plan's output_dir)"),
+        Argument("params_file", "config/ros/sim_eval.yaml", "ROS 2 parameter file of the nodes"),
+        Argument("stepping", "lockstep", "lockstep (advance on the action of the current step) | free_running"),
+        Argument("render_images", "auto", "true | false | auto (true when recording): camera images and overlays"),
+        Argument("record", "", "rosbag2 folder (MCAP) to record every topic into; empty: no recording"),
+    ),
+}
+
+
+def launch_names() -> list[str]:
+    return sorted(ARGUMENTS)
+
+
+def _truthy(value: str, name: str) -> bool:
+    v = str(value).strip().lower()
+    if v in ("true", "1", "yes", "on"):
+        return True
+    if v in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError(f"argument {name}: expected true or false, got {value!r}")
+
+
+def resolve_arguments(name: str, args: Mapping[str, str] | None = None) -> dict[str, str]:
+    if name not in ARGUMENTS:
+        raise ValueError(f"unknown launch {name!r}; known: {', '.join(launch_names())}")
+    declared = {a.name: a.default for a in ARGUMENTS[name]}
+    unknown = sorted(set(args or {}) - set(declared))
+    if unknown:
+        raise ValueError(f"launch {name}: unknown argument(s) {', '.join(unknown)}; "
+                         f"it takes {', '.join(declared)}")
+    return {**declared, **{k: str(v) for k, v in (args or {}).items()}}
+
+
+def _path(value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() or p.exists() else REPO_ROOT / p
+
+
+def launch_plan(name: str, args: Mapping[str, str] | None = None) -> Plan:
+    """The nodes of launch `name` with its arguments (strings, as `a:=b` gives them) resolved."""
+    a = resolve_arguments(name, args)
+    if name == "sim_eval":
+        return _sim_eval(a)
+    raise AssertionError(name)
+
+
+def _sim_eval(a: dict[str, str]) -> Plan:
+    if a["stepping"] not in ("lockstep", "free_running"):
+        raise ValueError(f"argument stepping: lockstep or free_running, got {a['stepping']!r}")
+    lockstep = a["stepping"] == "lockstep"
+    record = a["record"].strip()
+    render = bool(record) if a["render_images"].strip().lower() == "auto" else _truthy(a["render_images"],
+                                                                                        "render_images")
+    nodes = [
+        NodeSpec("sim_bridge", "sim_bridge", {"lockstep": lockstep, "render_images": render}),
+        NodeSpec("scene_graph", "scene_graph", {"overlay": render}),
+        NodeSpec("vla_policy", "vla_policy", {"lockstep": lockstep}),
+    ]
+    if record:
+        nodes.append(NodeSpec("bag_recorder", "bag_recorder", {"output": str(Path(record).expanduser().absolute())}))
+    waits = subscriber_counts(tuple(nodes) + (NodeSpec("evaluator", "evaluator"),),
+                              ("sim/state", "action", "eval/episode", "policy/report"))
+    nodes.append(NodeSpec("evaluator", "evaluator", {
+        "config": str(_path(a["eval_config"])), "overrides": a["eval_overrides"],
+        "output_dir": str(Path(a["output_dir"]).expanduser().absolute()) if a["output_dir"] else "",
+        "wait_for_nodes": [n.name for n in nodes], "wait_for_subscribers": waits}))
+    return Plan("sim_eval", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"}, main="evaluator")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sgvla.launch_plan", description=__doc__.split("\n")[0])
+    parser.add_argument("--table", action="store_true", help="print the topic table (Markdown)")
+    parser.add_argument("launch", nargs="?", default="sim_eval")
+    parser.add_argument("args", nargs="*", metavar="name:=value")
+    ns = parser.parse_args(argv)
+    if ns.table:
+        print(topic_table())
+        return 0
+    plan = launch_plan(ns.launch, dict(x.split(":=", 1) for x in ns.args))
+    for n in plan.nodes:
+        print(f"{n.name}: {n.executable} ({n.module}) {n.parameters} {list(n.remappings)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
