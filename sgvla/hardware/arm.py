@@ -9,6 +9,7 @@ that names the motor, turns torque off and keeps the last good state.
 
 from __future__ import annotations
 
+import logging
 import termios
 import time
 from collections.abc import Mapping
@@ -32,6 +33,8 @@ from sgvla.hardware.safety import SafetyConfig, Watchdog, safe_goal
 # RuntimeError (a motor reports an error), serial.SerialException (an OSError) or termios.error
 # (the port vanished: USB adapter unplugged).
 BUS_ERRORS = (OSError, RuntimeError, termios.error)
+
+log = logging.getLogger(__name__)
 
 
 class ArmError(RuntimeError):
@@ -85,20 +88,28 @@ class _Arm:
             calibration = load_arm_calibration(self.calibration_path)
         except CalibrationError as e:
             raise ArmError(f"{self.role} calibration: {e}; {calibrate_hint(self.role, port, self.config.id)}") from None
-        self.device = self._make_device(self.calibration_path.parent)
+        attempts = self.config.read_retries + 1  # LeRobot retries no setup write: retry the whole setup
+        for _ in range(attempts):
+            self.device = self._make_device(self.calibration_path.parent)
+            try:
+                self._bring_up(calibration)
+                return self.read()
+            except BUS_ERRORS as e:
+                self._release()
+                error = e
+                log.warning("%s arm on %s: setup failed: %s", self.role, port, str(e).strip())
+        raise ArmError(f"{self.role} arm on {port}: setup failed {attempts} times: {str(error).strip()}") from error
+
+    def _bring_up(self, calibration: dict) -> None:
+        """LeRobot's connect(), minus its interactive calibration prompt, plus a hold before torque is on."""
         bus = self.device.bus
-        try:
-            bus.connect()  # LeRobot's connect(), minus its interactive calibration prompt
-            if not bus.is_calibrated:
-                bus.disable_torque()
-                bus.write_calibration(calibration)
-            # Goal := present before any torque is enabled, so configure() cannot make the arm jump.
-            bus.sync_write("Goal_Position", bus.sync_read("Present_Position", normalize=False), normalize=False)
-            self.device.configure()
-        except BUS_ERRORS as e:
-            self._release()
-            raise ArmError(f"{self.role} arm on {port}: {e}".strip()) from e
-        return self.read()
+        bus.connect()
+        if not bus.is_calibrated:
+            bus.disable_torque()
+            bus.write_calibration(calibration)
+        # Goal := present before any torque is enabled, so configure() cannot make the arm jump.
+        bus.sync_write("Goal_Position", bus.sync_read("Present_Position", normalize=False), normalize=False)
+        self.device.configure()
 
     def read(self) -> ArmState:
         """Present positions; a fault (torque off, ArmFault) when the bus fails after its retries."""
@@ -142,6 +153,8 @@ class _Arm:
 
     def _release(self) -> None:
         """Best effort: torque off on every motor that still answers, then close the port."""
+        if self.device is None:
+            return
         bus = self.device.bus
         self.device = None
         if not bus.port_handler.is_open:

@@ -204,10 +204,16 @@ class Camera:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"camera {config.name}", daemon=True)
 
-    def start(self) -> Camera:
+    def start(self, first_frame_timeout_s: float = 5.0) -> Camera:
+        """Open the source and return once its first frame is in (errors here name the device)."""
         self.source.open()
         self.connected = True
         self._thread.start()
+        try:
+            self.wait_newer(0, first_frame_timeout_s)
+        except CameraError:
+            self.close()
+            raise
         return self
 
     def latest(self) -> Frame | None:

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from sgvla.hardware.recording import (HELP, EpisodeStore, RecordingError, TeleopRecorder, TerminalKeys,
                                           dataset_features)
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local datasets only
     try:
         rig = load_hardware_config(args.config, dict(parse_override(s) for s in args.set))

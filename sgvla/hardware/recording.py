@@ -13,6 +13,7 @@ sampled at each tick, and operator commands (start, save, re-record, abort, quit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from typing import Protocol
 
 import numpy as np
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
+from lerobot.utils.constants import DEFAULT_FEATURES
 from lerobot.utils.feature_utils import hw_to_dataset_features
 
 from sgvla.hardware.arm import FollowerArm, LeaderArm
@@ -140,9 +142,8 @@ class EpisodeStore:
 
     def _check_matches(self, features: dict) -> None:
         def shape(fts: dict) -> dict:
-            return {k: (v["dtype"], tuple(v["shape"])) for k, v in fts.items() if k in features}
-        have = shape(self.dataset.meta.features)
-        if have != shape(features) or set(features) - set(have) or self.dataset.meta.fps != self.fps:
+            return {k: (v["dtype"], tuple(v["shape"])) for k, v in fts.items() if k not in DEFAULT_FEATURES}
+        if shape(self.dataset.meta.features) != shape(features) or self.dataset.meta.fps != self.fps:
             raise RecordingError(f"{self.root} holds a dataset recorded with other features or fps "
                                  f"({sorted(self.dataset.meta.features)} at {self.dataset.meta.fps} fps); "
                                  "record into a new root")
@@ -163,8 +164,17 @@ class EpisodeStore:
         if not self.frames:
             raise RecordingError("no frames to save")
         begin_commit(self.root)
-        self.dataset.save_episode()
-        self.dataset.finalize()  # closes this episode's parquet files: nothing later can damage them
+        try:
+            # One stream after the other: parallel encoding forks this process, whose camera and bus
+            # threads may hold locks at that moment.
+            self.dataset.save_episode(parallel_encoding=False)
+            self.dataset.finalize()  # closes this episode's parquet files: nothing later can damage them
+        except Exception as e:
+            with contextlib.suppress(Exception):
+                self.dataset.finalize()  # let LeRobot flush now, so the rollback also undoes that
+            recover(self.root)
+            self.dataset, self.frames = None, 0
+            raise RecordingError(f"saving the episode failed and was rolled back: {e}") from e
         end_commit(self.root)
         self.frames = 0
         self.episodes = self.dataset.meta.total_episodes
@@ -345,7 +355,13 @@ class TeleopRecorder:
 
     def _save(self) -> None:
         frames = self.store.frames
-        total = self.store.commit()
+        try:
+            total = self.store.commit()
+        except RecordingError as e:
+            self.stats.discarded += 1
+            log.error("episode %d: %s", self.store.episodes, e)
+            self._stop_recording()
+            return
         self.stats.saved += 1
         self.stats.frames += frames
         log.info("episode %d: saved, %d frames", total - 1, frames)

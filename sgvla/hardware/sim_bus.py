@@ -14,6 +14,7 @@ and an unplugged adapter.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
@@ -189,6 +190,10 @@ class SimFeetechBus:
             servo.advance(now, hand)
 
     def _serve(self) -> None:
+        # Real servos answer from their own hardware: on a loaded machine, answer before other work
+        # (needs root or CAP_SYS_NICE; without, the default priority only risks a host timeout).
+        with contextlib.suppress(PermissionError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), -10)
         buf = bytearray()
         while not self._stop.is_set():
             if not select.select([self._master], [], [], 0.02)[0]:

