@@ -23,17 +23,24 @@ SUBCOMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of one subcommand (its module alone is imported, so `sgvla doctor` does not load
+    the simulator), or of all of them for the overview help."""
     parser = argparse.ArgumentParser(prog="sgvla", description=__doc__)
     parser.add_argument("--version", action="version", version=f"sgvla {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in SUBCOMMANDS.values():
-        importlib.import_module(module).add_parser(sub)
+    for name, module in SUBCOMMANDS.items():
+        if command is None or name == command:
+            importlib.import_module(module).add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SUBCOMMANDS:
+        parser = build_parser(argv[0])
+    else:  # the overview (help, errors) lists every command; --version needs none of them
+        parser = build_parser("" if argv[:1] == ["--version"] else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
