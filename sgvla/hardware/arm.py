@@ -10,6 +10,7 @@ that names the motor, turns torque off and keeps the last good state.
 from __future__ import annotations
 
 import logging
+import math
 import termios
 import time
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from sgvla.hardware.calibration import (
     calibrate_hint,
     load_arm_calibration,
 )
+from sgvla.hardware.config import ArmConfig
 from sgvla.hardware.joints import JOINTS, MOTOR_IDS, action_key
 from sgvla.hardware.safety import SafetyConfig, Watchdog, safe_goal
 
@@ -47,14 +49,6 @@ class ArmFault(ArmError):
     def __init__(self, message: str, last_state: ArmState | None):
         super().__init__(message)
         self.last_state = last_state
-
-
-@dataclass
-class ArmConfig:
-    port: str = "/dev/ttyACM0"
-    id: str = "so101"  # calibration id: <calibration_dir>/<id>.json
-    calibration_dir: str = ""  # "" = where lerobot-calibrate writes (see sgvla.hardware.calibration)
-    read_retries: int = 2  # extra attempts of each bus read before it counts as a fault
 
 
 @dataclass(frozen=True)
@@ -192,6 +186,7 @@ class FollowerArm(_Arm):
         super().__init__(config)
         self.safety = safety
         self.watchdog = Watchdog(safety.command_timeout_s)
+        self.target: dict[str, float] = {}
         self.holding = False
 
     def _make_device(self, calibration_dir: Path) -> SO101Follower:
@@ -208,26 +203,31 @@ class FollowerArm(_Arm):
         self.holding = True  # connect() left every goal at the present position
         return state
 
-    def command(self, goal: Mapping[str, float]) -> dict[str, float]:
-        """Send ``goal`` (LeRobot units, any subset of joints) made safe against the last read state.
+    def command(self, goal: Mapping[str, float]) -> None:
+        """A new target (LeRobot units, any subset of joints); :meth:`step` moves towards it.
 
-        Returns what was sent. Raises UnsafeCommand (nothing sent) for unknown joints or non-finite values.
-        """
+        Raises UnsafeCommand, keeping the previous target, for unknown joints or non-finite values."""
         self._require_connected()
-        safe = safe_goal(goal, self.last_state.positions, self.safety)
+        self.target = {**self.target, **safe_goal(goal, self.last_state.positions, self.safety, max_step=math.inf)}
+        self.watchdog.feed()
+
+    def step(self) -> dict[str, float] | None:
+        """Call every control tick after :meth:`read`: sends the target, at most ``max_step`` away from the
+        present position, while commands are fresh; holds the present position once they are stale.
+
+        Returns what was sent, or None while holding."""
+        self._require_connected()
+        if self.watchdog.stale:
+            if not self.holding:
+                self.hold()
+            return None
+        safe = safe_goal(self.target, self.last_state.positions, self.safety)
         try:
             self.device.send_action({action_key(j): v for j, v in safe.items()})
         except BUS_ERRORS as e:
             self._fault(e)
-        self.watchdog.feed()
         self.holding = False
         return safe
-
-    def enforce_watchdog(self) -> bool:
-        """Call every control tick: holds the present position once commands are stale. True while holding."""
-        if self.watchdog.stale and not self.holding:
-            self.hold()
-        return self.holding
 
     def hold(self) -> None:
         """Stop where the arm is: goal := present position, in raw encoder steps (no rounding)."""
@@ -238,4 +238,5 @@ class FollowerArm(_Arm):
                                                           num_retry=self.config.read_retries), normalize=False)
         except BUS_ERRORS as e:
             self._fault(e)
+        self.target = {}
         self.holding = True

@@ -12,18 +12,21 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import yaml
-from lerobot.motors import MotorCalibration
-from lerobot.utils.constants import HF_LEROBOT_CALIBRATION
 
 from sgvla.hardware.joints import JOINTS, MOTOR_IDS
 from sgvla.paths import CALIBRATION_DIR
 
+if TYPE_CHECKING:  # LeRobot (and torch) load only where arms are used, not for cameras
+    from lerobot.motors import MotorCalibration
+
 RESOLUTION = 4096
-# Where lerobot-calibrate puts the files of --robot.type=so101_follower / --teleop.type=so101_leader.
-LEROBOT_DIRS = {"follower": HF_LEROBOT_CALIBRATION / "robots" / "so_follower",
-                "leader": HF_LEROBOT_CALIBRATION / "teleoperators" / "so_leader"}
+# Where lerobot-calibrate puts the files of --robot.type=so101_follower / --teleop.type=so101_leader,
+# below LeRobot's calibration folder.
+LEROBOT_SUBDIRS = {"follower": "robots/so_follower", "leader": "teleoperators/so_leader"}
 
 
 class CalibrationError(ValueError):
@@ -36,11 +39,17 @@ def calibrate_hint(role: str, port: str, arm_id: str) -> str:
 
 
 def arm_calibration_path(role: str, arm_id: str, calibration_dir: str = "") -> Path:
-    return Path(calibration_dir or LEROBOT_DIRS[role]).expanduser() / f"{arm_id}.json"
+    if not calibration_dir:
+        from lerobot.utils.constants import HF_LEROBOT_CALIBRATION
+
+        calibration_dir = HF_LEROBOT_CALIBRATION / LEROBOT_SUBDIRS[role]
+    return Path(calibration_dir).expanduser() / f"{arm_id}.json"
 
 
 def load_arm_calibration(path: str | Path) -> dict[str, MotorCalibration]:
     """The six motors' calibration from a LeRobot JSON file, checked for what would make the arm misbehave."""
+    from lerobot.motors import MotorCalibration
+
     path = Path(path)
     if not path.is_file():
         raise CalibrationError(f"arm calibration file not found: {path}")

@@ -8,12 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from sgvla.config import load_config
-from sgvla.hardware.arm import ArmConfig
 from sgvla.hardware.cameras import CameraConfig
 from sgvla.hardware.safety import SafetyConfig
 from sgvla.paths import CONFIG_DIR
 
 HARDWARE_CONFIG_DIR = CONFIG_DIR / "hardware"
+
+
+@dataclass
+class ArmConfig:
+    port: str = "/dev/ttyACM0"
+    id: str = "so101"  # calibration id: <calibration_dir>/<id>.json
+    calibration_dir: str = ""  # "" = where lerobot-calibrate writes (see sgvla.hardware.calibration)
+    read_retries: int = 2  # extra attempts of each bus read before it counts as a fault
 
 
 @dataclass

@@ -305,7 +305,8 @@ class TeleopRecorder:
         """One control step: read both arms, command the follower, record a frame, handle a command."""
         goal = self.leader.read().positions
         state = self.follower.read().positions
-        sent = self.follower.command(goal)
+        self.follower.command(goal)
+        sent = self.follower.step()
         if self.recording:
             self._record(state, sent)
         self._handle(self.keys.poll())

@@ -39,8 +39,10 @@ class SafetyConfig:
             raise ValueError("max_step and command_timeout_s must be > 0")
 
 
-def safe_goal(goal: Mapping[str, float], present: Mapping[str, float], config: SafetyConfig) -> dict[str, float]:
+def safe_goal(goal: Mapping[str, float], present: Mapping[str, float], config: SafetyConfig,
+              max_step: float | None = None) -> dict[str, float]:
     """The goal made safe: every value finite and known, clamped to limits, at most max_step from present."""
+    max_step = config.max_step if max_step is None else max_step
     unknown = sorted(set(goal) - set(JOINTS))
     if unknown:
         raise UnsafeCommand(f"command names unknown joint(s) {unknown}; valid: {list(JOINTS)}")
@@ -52,7 +54,7 @@ def safe_goal(goal: Mapping[str, float], present: Mapping[str, float], config: S
         low, high = config.joint_limits[joint]
         target = min(max(target, low), high)
         now = present[joint]
-        safe[joint] = min(max(target, now - config.max_step), now + config.max_step)
+        safe[joint] = min(max(target, now - max_step), now + max_step)
     return safe
 
 

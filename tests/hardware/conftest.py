@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sgvla.hardware.arm import ArmConfig, FollowerArm, LeaderArm
+from sgvla.hardware.arm import FollowerArm, LeaderArm
+from sgvla.hardware.config import ArmConfig
 from sgvla.hardware.calibration import write_arm_calibration
 from sgvla.hardware.safety import SafetyConfig
 from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG, SimFeetechBus, sim_calibration

@@ -63,7 +63,8 @@ def test_connect_writes_the_calibration_file_to_the_motors_and_holds(rig, follow
 
 def test_leader_drives_follower(rig, follower, leader):
     for _ in range(30):
-        sent = follower.command(leader.read().positions)
+        follower.command(leader.read().positions)
+        sent = follower.step()
         follower.read()
         time.sleep(1 / 30)
     time.sleep(0.3)
@@ -76,14 +77,15 @@ def test_leader_drives_follower(rig, follower, leader):
 
 def test_out_of_range_goals_are_clamped_and_steps_are_limited(rig, follower):
     follower.safety.joint_limits["elbow_flex"] = [-30.0, 30.0]
-    sent = follower.command({"elbow_flex": 170.0, "gripper": -50.0, "shoulder_pan": 4.0})
+    follower.command({"elbow_flex": 170.0, "gripper": -50.0, "shoulder_pan": 4.0})
+    sent = follower.step()
     assert sent["elbow_flex"] == 10.0  # inside the limit, but at most max_step from present (0)
     assert sent["gripper"] == 0.0  # clamped to 0..100, then within a step of present (4.8 %)
     assert sent["shoulder_pan"] == 4.0
-    for _ in range(10):
+    for _ in range(5):  # one command, re-sent each tick until stale, approaches its target step by step
+        time.sleep(0.04)
         follower.read()
-        sent = follower.command({"elbow_flex": 170.0})
-        time.sleep(0.05)
+        sent = follower.step()
     assert sent["elbow_flex"] == 30.0
     assert goal_raw(rig, 3) == pytest.approx(2048 + 30 * DEG, abs=1)
 
@@ -93,17 +95,19 @@ def test_unsafe_commands_are_refused_whole(rig, follower, goal):
     before = [goal_raw(rig, i) for i in range(1, 7)]
     with pytest.raises(UnsafeCommand):
         follower.command({"shoulder_pan": 5.0, **goal})
+    assert follower.step() is None  # nothing to send: still holding since connect
     assert [goal_raw(rig, i) for i in range(1, 7)] == before
 
 
 def test_watchdog_holds_position_when_commands_go_stale(rig, follower):
     follower.command({"shoulder_pan": 10.0})
-    assert not follower.enforce_watchdog()
+    assert follower.step() == {"shoulder_pan": 10.0}
     time.sleep(0.02)
     follower.read()
-    assert not follower.enforce_watchdog()  # fresh: keep going
+    assert follower.step() == {"shoulder_pan": 10.0}  # fresh: keep going
     time.sleep(0.35)  # command_timeout_s is 0.3
-    assert follower.enforce_watchdog()
+    follower.read()
+    assert follower.step() is None and follower.holding
     held = rig.follower.register(1, "Goal_Position")
     assert held < 2048 + 10 * DEG and held == pytest.approx(rig.follower.register(1, "Present_Position"), abs=1)
 
@@ -116,6 +120,7 @@ def test_transient_bus_errors_are_retried(rig, follower):
 
 def test_motor_that_stops_answering_faults_with_torque_off_and_last_state(rig, follower):
     follower.command({"wrist_flex": 5.0})
+    follower.step()
     last = follower.read()
     rig.follower.remove(3)
     with pytest.raises(ArmFault, match=r"elbow_flex \(id 3\) stopped answering after 3 tries") as fault:

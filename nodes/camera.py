@@ -1,0 +1,95 @@
+"""A camera of the rig as sensor_msgs/Image + CameraInfo: OpenCV/V4L2, RealSense (depth aligned to color), synthetic.
+
+Topics under the camera's name: ``<name>/image_raw`` (rgb8), ``<name>/camera_info``, and for depth
+streams ``<name>/depth/image_raw`` (16UC1 millimetres, pixel-aligned with color, so it shares the
+color frame id and intrinsics) and ``<name>/depth/camera_info``. CameraInfo comes from the camera's
+calibration file, scaled to the stream's resolution. QoS: sensor data (best effort, latest wins).
+An unplugged camera is reopened every ``reconnect_s``; publishing resumes when frames come back.
+"""
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+
+from sgvla.hardware.calibration import load_camera_calibration
+from sgvla.hardware.cameras import Camera
+from sgvla.hardware.config import load_hardware_config
+from sgvla_ros.qos import SENSOR
+
+
+class CameraNode(Node):
+    def __init__(self):
+        super().__init__("camera")
+        self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
+        self.declare_parameter("camera", "agentview")  # a camera name of the rig
+        self.declare_parameter("reconnect_s", 1.0)
+        name = self.get_parameter("camera").value
+        rig = load_hardware_config(self.get_parameter("config").value)
+        config = next((c for c in rig.cameras if c.name == name), None)
+        if config is None:
+            raise ValueError(f"camera: no camera {name!r} in the rig config; it has {[c.name for c in rig.cameras]}")
+        self.config = config
+        self.info = None
+        if config.calibration:
+            cal = load_camera_calibration(config.calibration).scaled_to(config.width, config.height)
+            self.info = CameraInfo(width=cal.width, height=cal.height, distortion_model=cal.distortion_model,
+                                   d=list(cal.d), k=list(cal.k), r=list(cal.r), p=list(cal.p))
+            self.info.header.frame_id = config.frame_id
+        else:
+            self.get_logger().warning(f"camera {name}: no calibration file, so no camera_info")
+        self.image_pub = self.create_publisher(Image, f"{name}/image_raw", SENSOR)
+        self.info_pub = self.create_publisher(CameraInfo, f"{name}/camera_info", SENSOR)
+        if config.depth:
+            self.depth_pub = self.create_publisher(Image, f"{name}/depth/image_raw", SENSOR)
+            self.depth_info_pub = self.create_publisher(CameraInfo, f"{name}/depth/camera_info", SENSOR)
+        self.camera = Camera(config, reconnect_s=self.get_parameter("reconnect_s").value).start()
+        self.published = 0
+        self.create_timer(0.5 / config.fps, self.publish_latest)  # twice the frame rate: no frame waits long
+        self.get_logger().info(f"camera {name} ({config.source} {config.device}) "
+                               f"{config.width}x{config.height}@{config.fps}")
+
+    def image(self, pixels, encoding: str, stamp) -> Image:
+        height, width = pixels.shape[:2]
+        msg = Image(height=height, width=width, encoding=encoding, is_bigendian=0,
+                    step=width * pixels.shape[2] * pixels.itemsize, data=pixels.tobytes())
+        msg.header.stamp, msg.header.frame_id = stamp, self.config.frame_id
+        return msg
+
+    def publish_latest(self):
+        frame = self.camera.latest()
+        if frame is None or frame.index == self.published:
+            if not self.camera.connected:
+                self.get_logger().warning(f"camera {self.config.name}: disconnected, reconnecting",
+                                          throttle_duration_sec=5.0)
+            return
+        self.published = frame.index
+        stamp = self.get_clock().now().to_msg()
+        self.image_pub.publish(self.image(frame.color, "rgb8", stamp))
+        if self.info is not None:
+            self.info.header.stamp = stamp
+            self.info_pub.publish(self.info)
+        if frame.depth is not None:
+            self.depth_pub.publish(self.image(frame.depth, "16UC1", stamp))
+            if self.info is not None:
+                self.depth_info_pub.publish(self.info)
+
+    def destroy_node(self):
+        self.camera.close()
+        super().destroy_node()
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = CameraNode()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

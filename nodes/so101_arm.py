@@ -1,0 +1,88 @@
+"""SO101 follower arm: joint states out, position commands in, with sgvla's safety layer always on.
+
+Publishes sensor_msgs/JointState on ``joint_states`` (radians, URDF joint names) at the control rate
+and follows JointState goals on ``joint_commands`` (any subset of joints, radians): clamped to the
+joint limits, at most ``max_step`` per tick from the present position, held in place once no
+command arrived for ``command_timeout_s``. A motor that stops answering ends the node with torque off.
+
+QoS: joint states are sensor data (best effort, latest wins). Commands are reliable with depth 1:
+the newest goal always arrives and an old one never queues behind it; the leader arm publishes
+with the same profile so that remapping ``joint_commands`` to ``leader/joint_states`` teleoperates.
+"""
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+
+from sgvla.hardware.arm import ArmFault, FollowerArm
+from sgvla.hardware.config import load_hardware_config
+from sgvla.hardware.joints import JOINTS, from_radians, to_radians
+from sgvla.hardware.safety import UnsafeCommand
+from sgvla_ros.qos import SENSOR
+
+COMMANDS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+def arm_overrides(node: Node, role: str) -> dict:
+    """Rig config overrides from the node's parameters (empty parameters keep the config's values)."""
+    keys = {"port": f"{role}.port", "calibration_id": f"{role}.id", "calibration_dir": f"{role}.calibration_dir"}
+    return {key: node.get_parameter(param).value for param, key in keys.items() if node.get_parameter(param).value}
+
+
+def joint_state(node: Node, positions: dict[str, float]) -> JointState:
+    msg = JointState(name=list(JOINTS), position=to_radians(positions))
+    msg.header.stamp = node.get_clock().now().to_msg()
+    return msg
+
+
+class SO101Arm(Node):
+    def __init__(self):
+        super().__init__("so101_arm")
+        self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
+        self.declare_parameter("port", "")
+        self.declare_parameter("calibration_id", "")
+        self.declare_parameter("calibration_dir", "")
+        rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "follower"))
+        self.arm = FollowerArm(rig.follower, rig.safety)
+        self.arm.connect()
+        self.publisher = self.create_publisher(JointState, "joint_states", SENSOR)
+        self.create_subscription(JointState, "joint_commands", self.on_command, COMMANDS)
+        self.create_timer(1.0 / rig.control_rate_hz, self.tick)
+        self.get_logger().info(f"follower on {rig.follower.port} at {rig.control_rate_hz:g} Hz")
+
+    def on_command(self, msg: JointState):
+        try:
+            self.arm.command(from_radians(msg.name, msg.position))
+        except (ValueError, UnsafeCommand) as e:  # refused whole; the previous target stands
+            self.get_logger().error(f"command refused: {e}", throttle_duration_sec=2.0)
+
+    def tick(self):
+        try:
+            state = self.arm.read()
+            self.arm.step()
+        except ArmFault as e:
+            self.get_logger().fatal(f"{e}; last good state: {e.last_state}")
+            raise SystemExit(1) from e
+        self.publisher.publish(joint_state(self, state.positions))
+
+    def destroy_node(self):
+        self.arm.close()  # torque off
+        super().destroy_node()
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = SO101Arm()
+    try:
+        rclpy.spin(node)  # an arm fault leaves as SystemExit(1), after torque off below
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""SO101 leader arm as a teleoperation source: the positions a hand gives it, as JointState goals.
+
+Publishes on ``leader/joint_states`` (radians, URDF names) at the control rate with the arm's command
+QoS, so the follower teleoperates when its ``joint_commands`` is remapped there (hardware.launch.py
+``teleop:=true``). Torque stays off; a motor that stops answering ends the node.
+"""
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from sgvla.hardware.arm import ArmFault, LeaderArm
+from sgvla.hardware.config import load_hardware_config
+from sgvla_ros.so101_arm import COMMANDS, arm_overrides, joint_state
+
+
+class SO101Leader(Node):
+    def __init__(self):
+        super().__init__("so101_leader")
+        self.declare_parameter("config", "so101")
+        self.declare_parameter("port", "")
+        self.declare_parameter("calibration_id", "")
+        self.declare_parameter("calibration_dir", "")
+        rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "leader"))
+        self.arm = LeaderArm(rig.leader)
+        self.arm.connect()
+        self.publisher = self.create_publisher(JointState, "leader/joint_states", COMMANDS)
+        self.create_timer(1.0 / rig.control_rate_hz, self.tick)
+        self.get_logger().info(f"leader on {rig.leader.port} at {rig.control_rate_hz:g} Hz")
+
+    def tick(self):
+        try:
+            state = self.arm.read()
+        except ArmFault as e:
+            self.get_logger().fatal(str(e))
+            raise SystemExit(1) from e
+        self.publisher.publish(joint_state(self, state.positions))
+
+    def destroy_node(self):
+        self.arm.close()
+        super().destroy_node()
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = SO101Leader()
+    try:
+        rclpy.spin(node)  # an arm fault leaves as SystemExit(1), after torque off below
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Leader -> follower teleoperation recorded into a LeRobot dataset: ``sgvla record`` as a ROS node.
+
+Owns both arms and the rig's cameras (the same TeleopRecorder loop as ``sgvla record``, ticked by a
+timer at the control rate) and publishes the follower's ``joint_states`` for observers. Operator
+commands arrive on ``record_control`` (std_msgs/String: start, save, toggle, rerecord, abort, quit;
+reliable) and, when the node runs in a terminal (``ros2 run``), from its keyboard. The node exits
+when the episodes are recorded or on quit; an unsaved episode is never written.
+"""
+
+import sys
+from pathlib import Path
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from sgvla.hardware.arm import FollowerArm, LeaderArm
+from sgvla.hardware.cameras import Camera
+from sgvla.hardware.config import load_hardware_config
+from sgvla.hardware.recording import HELP, EpisodeStore, KeyQueue, TeleopRecorder, TerminalKeys, dataset_features
+from sgvla_ros.qos import RELIABLE, SENSOR
+from sgvla_ros.so101_arm import joint_state
+
+
+class OperatorKeys:
+    """Commands from the record_control topic, then from the terminal if there is one."""
+
+    def __init__(self):
+        self.topic = KeyQueue()
+        self.terminal = TerminalKeys().__enter__() if sys.stdin.isatty() else None
+
+    def poll(self) -> str | None:
+        return self.topic.poll() or (self.terminal.poll() if self.terminal else None)
+
+    def close(self) -> None:
+        if self.terminal:
+            self.terminal.__exit__(None, None, None)
+
+
+class TeleopRecorderNode(Node):
+    def __init__(self):
+        super().__init__("teleop_recorder")
+        self.declare_parameter("config", "so101")
+        self.declare_parameter("root", "")  # dataset folder (created, or appended to)
+        self.declare_parameter("repo_id", "local/so101_bowls")
+        self.declare_parameter("task", "")
+        self.declare_parameter("episodes", 1)
+        self.declare_parameter("episode_time_s", 60.0)
+        self.declare_parameter("reset_time_s", 10.0)
+        self.declare_parameter("auto_start", False)
+        self.declare_parameter("follower_port", "")
+        self.declare_parameter("leader_port", "")
+        self.declare_parameter("calibration_dir", "")
+        param = lambda name: self.get_parameter(name).value  # noqa: E731
+        if not param("root") or not param("task"):
+            raise ValueError("teleop_recorder: set the 'root' (dataset folder) and 'task' parameters")
+        overrides = {key: param(name) for name, key in {"follower_port": "follower.port", "leader_port": "leader.port",
+                                                       "calibration_dir": "follower.calibration_dir"}.items()
+                     if param(name)}
+        if param("calibration_dir"):
+            overrides["leader.calibration_dir"] = param("calibration_dir")
+        rig = load_hardware_config(param("config"), overrides)
+        self.follower, self.leader = FollowerArm(rig.follower, rig.safety), LeaderArm(rig.leader)
+        self.follower.connect()
+        self.leader.connect()
+        self.cameras = [Camera(c).start() for c in rig.cameras]
+        fps = round(rig.control_rate_hz)
+        features = dataset_features({c.name: (c.height, c.width, c.depth) for c in rig.cameras})
+        self.store = EpisodeStore(Path(param("root")), param("repo_id"), fps, features)
+        self.keys = OperatorKeys()
+        self.recorder = TeleopRecorder(self.follower, self.leader, self.cameras, self.store, param("task"), fps,
+                                       self.keys, param("episodes"), param("episode_time_s"), param("reset_time_s"),
+                                       param("auto_start"))
+        self.publisher = self.create_publisher(JointState, "joint_states", SENSOR)
+        self.create_subscription(String, "record_control", self.on_control, RELIABLE)
+        self.create_timer(1.0 / fps, self.tick)
+        self.get_logger().info(f"{HELP} (or publish them on record_control); dataset {param('root')} "
+                               f"has {self.store.episodes} episode(s)")
+
+    def on_control(self, msg: String):
+        try:
+            self.keys.topic.put(msg.data.strip())
+        except ValueError as e:
+            self.get_logger().error(str(e))
+
+    def tick(self):
+        self.recorder.tick()  # an arm fault propagates: the episode is discarded, torque is off
+        self.publisher.publish(joint_state(self, self.follower.last_state.positions))
+        if self.recorder.done:
+            stats = self.recorder.stats
+            self.get_logger().info(f"saved {stats.saved} episode(s), {stats.frames} frames; discarded "
+                                   f"{stats.discarded}; dataset has {self.store.episodes} episode(s)")
+            raise SystemExit(0)
+
+    def destroy_node(self):
+        self.store.close()  # an unsaved episode is dropped
+        for closeable in (*self.cameras, self.leader, self.follower, self.keys):
+            closeable.close()
+        super().destroy_node()
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = TeleopRecorderNode()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except SystemExit as e:
+        if e.code:
+            raise
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
