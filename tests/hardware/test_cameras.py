@@ -1,0 +1,85 @@
+"""Cameras: the synthetic source at its rate, reconnect after an unplug, clear errors for missing
+devices, and a real OpenCV/RealSense device where one is plugged in."""
+
+import glob
+import time
+
+import numpy as np
+import pytest
+
+from sgvla.hardware.cameras import Camera, CameraConfig, CameraError
+
+
+def synthetic(**kw) -> CameraConfig:
+    return CameraConfig(**{"name": "agentview", "source": "synthetic", "width": 64, "height": 48, "fps": 30, **kw})
+
+
+def test_synthetic_frames_arrive_at_the_configured_rate():
+    camera = Camera(synthetic(depth=True)).start()
+    try:
+        first = camera.latest()
+        time.sleep(0.5)
+        last = camera.wait_newer(first.index, 1.0)
+    finally:
+        camera.close()
+    rate = (last.index - first.index) / (last.stamp - first.stamp)
+    assert 25 < rate < 35
+    assert last.color.shape == (48, 64, 3) and last.color.dtype == np.uint8
+    assert last.depth.shape == (48, 64, 1) and last.depth.dtype == np.uint16 and 500 <= last.depth.min() < 900
+    assert not np.array_equal(first.color, last.color)  # the square moves
+
+
+def test_camera_reconnects_after_unplug():
+    camera = Camera(synthetic(), reconnect_s=0.05).start()
+    try:
+        camera.source.unplug(0.4)
+        time.sleep(0.15)
+        assert not camera.connected
+        stalled = camera.latest().index
+        with pytest.raises(CameraError, match="disconnected, reconnecting"):
+            camera.wait_newer(stalled, 0.1)
+        frame = camera.wait_newer(stalled, 2.0)
+    finally:
+        camera.close()
+    assert camera.reconnects == 1 and frame.index == stalled + 1
+
+
+def test_config_errors_are_clear():
+    with pytest.raises(ValueError, match="not one of"):
+        CameraConfig(source="kinect")
+    with pytest.raises(ValueError, match="depth needs a realsense"):
+        CameraConfig(source="opencv", depth=True)
+    assert CameraConfig(name="wrist").frame_id == "wrist_optical_frame"
+
+
+def test_missing_opencv_device_is_an_error_at_start():
+    with pytest.raises(CameraError, match="cannot open video device '/dev/video99'"):
+        Camera(CameraConfig(source="opencv", device="/dev/video99")).start()
+
+
+@pytest.mark.skipif(not glob.glob("/dev/video*"), reason="no V4L2 camera plugged in")
+def test_real_opencv_camera():
+    camera = Camera(CameraConfig(name="wrist", source="opencv", device=sorted(glob.glob("/dev/video*"))[0])).start()
+    try:
+        assert camera.latest().color.shape == (480, 640, 3)
+    finally:
+        camera.close()
+
+
+def realsense_present() -> bool:
+    try:
+        import pyrealsense2 as rs
+    except ImportError:
+        return False
+    return len(rs.context().query_devices()) > 0
+
+
+@pytest.mark.skipif(not realsense_present(), reason="no RealSense plugged in")
+def test_real_realsense_depth_is_aligned_to_color():
+    camera = Camera(CameraConfig(source="realsense", device="", depth=True)).start()
+    try:
+        frame = camera.wait_newer(camera.latest().index, 2.0)
+    finally:
+        camera.close()
+    assert frame.color.shape == (480, 640, 3) and frame.depth.shape == (480, 640, 1)
+    assert frame.depth.dtype == np.uint16 and frame.depth.max() > 0
