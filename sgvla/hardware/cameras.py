@@ -8,6 +8,7 @@ so that a wrong device is an error at startup rather than a silent retry loop.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -200,6 +201,7 @@ class Camera:
         self.connected = False
         self.reconnects = 0  # times the source failed mid-run and was reopened
         self._latest: Frame | None = None
+        self._recent: collections.deque[Frame] = collections.deque(maxlen=4)
         self._new = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"camera {config.name}", daemon=True)
@@ -218,6 +220,17 @@ class Camera:
 
     def latest(self) -> Frame | None:
         return self._latest
+
+    def next_frame(self, after: int, max_lag: int = 1) -> Frame | None:
+        """The frame following ``after`` for a consumer that wants every frame once: the next one if it is
+        at most ``max_lag`` frames behind the newest, else the one ``max_lag`` behind (frames in between
+        are skipped). None while no frame is newer than ``after``."""
+        with self._new:
+            recent = list(self._recent)
+        if not recent or recent[-1].index <= after:
+            return None
+        wanted = max(after + 1, recent[-1].index - max_lag)
+        return next((f for f in recent if f.index >= wanted), recent[-1])
 
     def wait_newer(self, index: int, timeout_s: float) -> Frame:
         """The newest frame with an index above ``index``, waiting at most ``timeout_s``."""
@@ -257,4 +270,5 @@ class Camera:
             index += 1
             with self._new:
                 self._latest = Frame(color, depth, time.monotonic(), index)
+                self._recent.append(self._latest)
                 self._new.notify_all()

@@ -35,7 +35,7 @@ from lerobot.utils.constants import DEFAULT_FEATURES
 from lerobot.utils.feature_utils import hw_to_dataset_features
 
 from sgvla.hardware.arm import FollowerArm, LeaderArm
-from sgvla.hardware.cameras import Camera
+from sgvla.hardware.cameras import Camera, Frame
 from sgvla.hardware.joints import JOINTS, action_key
 
 log = logging.getLogger(__name__)
@@ -260,6 +260,7 @@ class RecordStats:
     periods: list[float] = field(default_factory=list)  # seconds between control ticks
     repeated: dict[str, int] = field(default_factory=dict)  # camera frames recorded twice (camera fell behind)
     skipped: dict[str, int] = field(default_factory=dict)  # camera frames never recorded (loop fell behind)
+    save_seconds: list[float] = field(default_factory=list)  # per saved episode (video encoding mostly)
 
 
 class TeleopRecorder:
@@ -281,7 +282,7 @@ class TeleopRecorder:
         self.recording = False
         self.done = False
         self._phase_start = time.monotonic()
-        self._last_index = {c.config.name: 0 for c in cameras}
+        self._last: dict[str, Frame] = {}  # per camera, the frame recorded last
 
     def run(self) -> RecordStats:
         """Tick at the control rate until the episodes are recorded or the operator quits."""
@@ -315,17 +316,23 @@ class TeleopRecorder:
         frame = {"observation.state": np.array([state[j] for j in JOINTS], np.float32),
                  "action": np.array([sent[j] for j in JOINTS], np.float32), "task": self.task}
         for camera in self.cameras:
-            name, latest = camera.config.name, camera.latest()
-            if not camera.connected or latest is None:
+            name = camera.config.name
+            if not camera.connected:
                 self._discard(f"camera {name} lost")
                 return
-            gap = latest.index - self._last_index[name]
-            self.stats.repeated[name] += gap == 0
-            self.stats.skipped[name] += max(gap - 1, 0) if self.store.frames else 0
-            self._last_index[name] = latest.index
-            frame[f"observation.images.{name}"] = latest.color
-            if latest.depth is not None:
-                frame[f"observation.images.{name}_depth"] = latest.depth
+            # Every camera frame once, in order, at most one frame behind the newest: phase jitter between
+            # the loop and the camera then neither repeats nor drops frames.
+            first = not self.store.frames
+            image = camera.latest() if first else camera.next_frame(self._last[name].index)
+            if image is None:
+                image = self._last[name]
+                self.stats.repeated[name] += 1
+            elif not first:
+                self.stats.skipped[name] += image.index - self._last[name].index - 1
+            self._last[name] = image
+            frame[f"observation.images.{name}"] = image.color
+            if image.depth is not None:
+                frame[f"observation.images.{name}_depth"] = image.depth
         if self.scene_graph is not None:
             images = {k.removeprefix("observation.images."): v for k, v in frame.items() if k.startswith("observation.images.")}
             frame[SCENE_GRAPH] = self.scene_graph(images, self.task)
@@ -355,7 +362,7 @@ class TeleopRecorder:
         log.info("episode %d: recording (%s)", self.store.episodes, self.task)
 
     def _save(self) -> None:
-        frames = self.store.frames
+        frames, started = self.store.frames, time.monotonic()
         try:
             total = self.store.commit()
         except RecordingError as e:
@@ -365,7 +372,8 @@ class TeleopRecorder:
             return
         self.stats.saved += 1
         self.stats.frames += frames
-        log.info("episode %d: saved, %d frames", total - 1, frames)
+        self.stats.save_seconds.append(time.monotonic() - started)
+        log.info("episode %d: saved, %d frames, in %.1f s", total - 1, frames, self.stats.save_seconds[-1])
         self._stop_recording()
         self.done = self.stats.saved >= self.num_episodes
 

@@ -2,6 +2,7 @@
 devices, and a real OpenCV/RealSense device where one is plugged in."""
 
 import glob
+import threading
 import time
 
 import numpy as np
@@ -83,3 +84,42 @@ def test_real_realsense_depth_is_aligned_to_color():
         camera.close()
     assert frame.color.shape == (480, 640, 3) and frame.depth.shape == (480, 640, 1)
     assert frame.depth.dtype == np.uint16 and frame.depth.max() > 0
+
+
+class StepSource:
+    """Frames exactly when the test releases them."""
+
+    def __init__(self):
+        self.released = threading.Semaphore(0)
+
+    def open(self):
+        pass
+
+    def grab(self):
+        self.released.acquire()
+        return np.zeros((2, 2, 3), np.uint8), None
+
+    def close(self):
+        pass
+
+
+def test_next_frame_gives_every_frame_once_and_at_most_one_behind():
+    source = StepSource()
+    camera = Camera(synthetic(), source=source)
+    source.released.release()
+    camera.start()
+    try:
+        def release(n):
+            target = camera.latest().index + n
+            for _ in range(n):
+                source.released.release()
+            camera.wait_newer(target - 1, 2.0)
+
+        assert camera.next_frame(1) is None  # nothing new yet: the caller repeats its frame
+        release(2)  # frames 2 and 3: the consumer takes 2 now, 3 next
+        assert camera.next_frame(1).index == 2 and camera.next_frame(2).index == 3
+        release(3)  # frames 4..6 while the consumer is at 3: it jumps to 5, one behind the newest
+        assert camera.next_frame(3).index == 5
+    finally:
+        source.released.release()
+        camera.close()
