@@ -69,14 +69,16 @@ def record_episode(backend, seed: int) -> Episode:
 
 
 def _init_file(data: h5py.Group, backend) -> None:
+    from libero.libero.envs import TASK_MAPPING
     from libero.libero.envs.bddl_utils import get_problem_info
 
     task = backend.task_info
     bddl_file = backend.env._task_bddl_file
-    env_name = type(backend.env._env.env).__name__
+    problem = get_problem_info(bddl_file)
+    env_name = TASK_MAPPING[problem["problem_name"]].__name__
     env_kwargs = {"bddl_file_name": bddl_file, "camera_names": list(VIEWS), "camera_heights": backend.config.image_size,
                   "camera_widths": backend.config.image_size, "control_freq": backend.env.control_freq}
-    data.attrs["problem_info"] = json.dumps({**get_problem_info(bddl_file), "language_instruction": backend.task})
+    data.attrs["problem_info"] = json.dumps({**problem, "language_instruction": backend.task})
     data.attrs["env_name"] = env_name
     data.attrs["env_args"] = json.dumps({"type": 1, "env_name": env_name, "bddl_file": bddl_file, "env_kwargs": env_kwargs})
     data.attrs["bddl_file_name"] = bddl_file

@@ -30,6 +30,7 @@ class PickPlaceParams:
     """Distances in metres; ``*_steps`` in env steps (20 Hz)."""
 
     finger_reach: float = 0.045  # outer finger beyond the grasped wall, for the clearance test
+    enough_room: float = 0.02  # clearance that makes a grasp direction acceptable
     grasp_depth: float = 0.025  # grip point below the rim top
     hover: float = 0.08  # above the grasp point before descending
     clearance: float = 0.06  # bowl bottom above the highest other object while carrying
@@ -41,6 +42,8 @@ class PickPlaceParams:
     release_steps: int = 8
     stall_steps: int = 6  # a waypoint is given up when the gripper moved < 1 mm over this many steps
     segment_steps: int = 60
+    lifted: float = 0.02  # the bowl must rise this much while lifting, else the grasp is retried
+    grasp_attempts: int = 3  # grasp directions tried, best first
 
 
 @dataclass(frozen=True)
@@ -83,12 +86,20 @@ def _rotation_error(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
     return axis * angle
 
 
+def _yaw(angle: float) -> np.ndarray:
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
 class PickPlaceController:
     """Waypoint controller: ``act(scene)`` returns the next 7-D action until :attr:`done`.
 
-    The fingers close along world y at LIBERO's initial gripper orientation, so
-    the grasp takes the bowl wall at ``center +- (0, wall, 0)``: the side whose
-    outer finger has more room to the other objects.
+    The grasp pinches the bowl wall at ``center + wall * d`` for one of eight
+    horizontal directions ``d``, with the fingers closing along ``d`` (at LIBERO's
+    initial orientation they close along world y, so ``d = +-y`` needs no turn).
+    Directions are tried in order of preference: the least turn among those
+    where the outer finger has ``enough_room`` to every other colliding geom,
+    then by room. A grasp that does not lift the bowl is retried with the next.
     """
 
     PHASES = ("approach", "descend", "grip", "lift", "carry", "lower", "release", "retreat", "done")
@@ -106,7 +117,10 @@ class PickPlaceController:
         self._integral = np.zeros(3)
         self._trail: list[np.ndarray] = []
         self._orientation: np.ndarray | None = None
-        self._side = 0.0
+        self._initial = np.eye(3)  # gripper orientation at the start
+        self._candidates: list[tuple[float, np.ndarray]] = []  # (turn, direction), best first
+        self._direction = np.array([0.0, 1.0, 0.0])
+        self._rest_bottom = 0.0  # bowl bottom before the grasp
         self._grip_offset = np.zeros(3)  # bowl body minus gripper, measured once gripped
         self._carry_z = 0.0
 
@@ -115,7 +129,12 @@ class PickPlaceController:
         return self.phase == "done"
 
     def _advance(self, scene: SceneState) -> None:
+        lifting = self.phase == "lift"
         self.phase = self.PHASES[self.PHASES.index(self.phase) + 1]
+        if lifting and _extent(scene, self.target_object).bottom < self._rest_bottom + self.params.lifted \
+                and self._candidates:
+            self._next_grasp()  # nothing in the gripper: try the next direction from above
+            self.phase = "approach"
         self._steps = 0
         self._integral[:] = 0.0
         self._trail.clear()
@@ -126,20 +145,38 @@ class PickPlaceController:
             hang = scene.eef_pos[2] - bowl.bottom
             self._carry_z = max(others + self.params.clearance + hang, scene.eef_pos[2])
 
-    def _choose_side(self, scene: SceneState) -> float:
+    def _plan_grasp(self, scene: SceneState) -> None:
+        """Rank the eight grasp directions (see the class docstring)."""
+        p = self.params
         bowl = _extent(scene, self.target_object)
-        others = [_extent(scene, n) for n in scene.objects if n != self.target_object]
-        def room(side: float) -> float:
-            finger = bowl.center + np.array([0.0, side * (bowl.wall + self.params.finger_reach), 0.0])
-            return min((o.gap(finger) for o in others if o.top > bowl.bottom + 0.01), default=np.inf)
-        return max((-1.0, 1.0), key=room)
+        grip_z = bowl.top - p.grasp_depth
+        boxes = scene.obstacles
+        box_top = boxes.centers[:, 2] + (np.abs(boxes.rotations) @ boxes.half_sizes[:, :, None])[:, 2, 0]
+        keep = (boxes.owner != scene.objects.index(self.target_object)) & (box_top > grip_z)
+        options = []
+        for angle in np.arange(8) * np.pi / 4:
+            d = np.array([np.cos(angle), np.sin(angle), 0.0])
+            finger = np.array([bowl.center + d * (bowl.wall + r) + [0.0, 0.0, grip_z - bowl.center[2] + dz]
+                               for r in (0.015, 0.03, p.finger_reach) for dz in (0.0, 0.03, 0.06, 0.1)])
+            turn = (angle - np.pi / 2 + np.pi / 2) % np.pi - np.pi / 2  # fingers along d; +-180 deg is the same grasp
+            room = boxes.distance(finger, keep)
+            options.append(((room < p.enough_room, abs(turn) if room >= p.enough_room else -room), turn, d))
+        options.sort(key=lambda o: o[0])
+        self._initial = scene.eef_mat.copy()
+        self._rest_bottom = bowl.bottom
+        self._candidates = [(turn, d) for _, turn, d in options[: p.grasp_attempts]]
+        self._next_grasp()
+
+    def _next_grasp(self) -> None:
+        turn, self._direction = self._candidates.pop(0)
+        self._orientation = _yaw(turn) @ self._initial
 
     def _target(self, scene: SceneState) -> tuple[np.ndarray, float]:
         """Gripper waypoint and gripper command of the current phase."""
         p = self.params
         if self.phase in ("approach", "descend"):
             bowl = _extent(scene, self.target_object)
-            grasp = np.r_[bowl.center[0], bowl.center[1] + self._side * bowl.wall, bowl.top - p.grasp_depth]
+            grasp = np.r_[bowl.center[:2] + self._direction[:2] * bowl.wall, bowl.top - p.grasp_depth]
             return (grasp + [0.0, 0.0, p.hover] if self.phase == "approach" else grasp), OPEN
         if self.phase in ("grip", "release"):
             return scene.eef_pos, CLOSE if self.phase == "grip" else OPEN
@@ -166,8 +203,7 @@ class PickPlaceController:
     def act(self, scene: SceneState) -> np.ndarray:
         p = self.params
         if self._orientation is None:
-            self._orientation = scene.eef_mat.copy()
-            self._side = self._choose_side(scene)
+            self._plan_grasp(scene)
         target, gripper = self._target(scene)
         while self._finished(target - scene.eef_pos, scene):
             self._advance(scene)

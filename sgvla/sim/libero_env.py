@@ -41,8 +41,8 @@ from sgvla.sim.libero_setup import prepare_libero
 from sgvla.sim.perturbations import PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations
 from sgvla.sim.render import RenderProfile, render_profile
 from sgvla.sim.state import (
-    CameraRig, ObjectIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions, project_state,
-    state_layout,
+    Boxes, CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
+    obstacle_boxes, obstacle_index, project_state, state_layout,
 )
 from sgvla.sim.tasks import SUITE, TaskInfo, libero_suite, task_info
 
@@ -99,6 +99,7 @@ class SceneState:
     eef_mat: np.ndarray  # (3, 3)
     gripper_qpos: np.ndarray  # (2,)
     task: str  # LIBERO's task language (relation rules key on it), not the overridden prompt
+    obstacles: Boxes  # colliding geoms of everything but the robot, for grasp planning
 
     def position(self, name: str) -> np.ndarray:
         if name not in self.objects:
@@ -150,6 +151,7 @@ class SgvlaLiberoEnv(LiberoEnv):
             reduced.write_text(task.problem.without(set(perturbation.remove)), encoding="utf-8")
             self._task_bddl_file = str(reduced)
         self.index: ObjectIndex | None = None
+        self.obstacle_index: ObstacleIndex | None = None
         self.init_state_index = -1
 
     def _ensure_env(self) -> None:
@@ -179,6 +181,7 @@ class SgvlaLiberoEnv(LiberoEnv):
         self.profile.apply(self._env.sim)
         sim = self._env.sim
         self.index = object_index(sim.model._model)
+        self.obstacle_index = obstacle_index(sim.model._model, self.index)
         self.init_state_index = seed % len(self._init_states)
         raw_obs = self._env.set_init_state(self._init_states[self.init_state_index])
         if self.perturbation.poses:
@@ -275,6 +278,7 @@ class LiberoBackend:
             eef_mat=np.array(data.site_xmat[robot.eef_site_id]).reshape(3, 3),
             gripper_qpos=np.array(data.qpos[robot._ref_gripper_joint_pos_indexes]),
             task=self.task_info.language,
+            obstacles=obstacle_boxes(data, self.env.obstacle_index),
         )
 
     def ground_truth(self, views: Sequence[str] | None = None, scene: SceneState | None = None) -> dict[str, ViewGraph]:

@@ -86,7 +86,7 @@ class TaskPerturbation:
     settle_steps: int = DEFAULT_SETTLE_STEPS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PerturbationSet:
     name: str
     description: str = ""

@@ -89,6 +89,63 @@ def geom_batch(model: mujoco.MjModel, index: ObjectIndex, centers: np.ndarray, r
     )
 
 
+ROBOT_PREFIXES = ("robot", "gripper", "mount")
+
+
+@dataclass(frozen=True, eq=False)
+class Boxes:
+    """Oriented boxes in the world: ``owner`` is an object column or -1 (table, walls, ...)."""
+
+    owner: np.ndarray  # (K,)
+    centers: np.ndarray  # (K, 3)
+    rotations: np.ndarray  # (K, 3, 3)
+    half_sizes: np.ndarray  # (K, 3)
+
+    def distance(self, points: np.ndarray, keep: np.ndarray) -> float:
+        """Smallest distance from any of ``points`` (M, 3) to the kept boxes (inf when none is kept)."""
+        if not keep.any():
+            return float("inf")
+        c, R, h = self.centers[keep], self.rotations[keep], self.half_sizes[keep]
+        local = np.einsum("kji,mkj->mki", R, points[:, None, :] - c[None])  # R^T (p - c)
+        return float(np.linalg.norm(local - np.clip(local, -h, h), axis=-1).min())
+
+
+@dataclass(frozen=True, eq=False)
+class ObstacleIndex:
+    """Static per model: the colliding geoms of everything but the robot, and their box half-extents."""
+
+    geom_ids: np.ndarray
+    owner: np.ndarray
+    half_sizes: np.ndarray
+
+
+def obstacle_index(model: mujoco.MjModel, index: ObjectIndex) -> ObstacleIndex:
+    owner_of = dict(zip(index.geom_ids.tolist(), index.geom_object.tolist()))
+    ids, owners, halves = [], [], []
+    for g in range(model.ngeom):
+        body = _name(model, mujoco.mjtObj.mjOBJ_BODY, int(model.geom_bodyid[g]))
+        kind = model.geom_type[g]
+        if not (model.geom_contype[g] or model.geom_conaffinity[g]) or body.startswith(ROBOT_PREFIXES) \
+                or kind == mujoco.mjtGeom.mjGEOM_PLANE:
+            continue
+        size = model.geom_size[g]
+        if kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+            half = np.full(3, size[0])
+        elif kind in (mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_CAPSULE):
+            half = np.array([size[0], size[0], size[1] + (size[0] if kind == mujoco.mjtGeom.mjGEOM_CAPSULE else 0.0)])
+        else:
+            half = np.array(size)
+        ids.append(g)
+        owners.append(owner_of.get(g, -1))
+        halves.append(half)
+    return ObstacleIndex(np.asarray(ids, dtype=np.intp), np.asarray(owners, dtype=np.intp), np.asarray(halves).reshape(-1, 3))
+
+
+def obstacle_boxes(data: mujoco.MjData, index: ObstacleIndex) -> Boxes:
+    return Boxes(index.owner, np.array(data.geom_xpos[index.geom_ids]),
+                 np.array(data.geom_xmat[index.geom_ids]).reshape(-1, 3, 3), index.half_sizes)
+
+
 def camera_id(model: mujoco.MjModel, name: str) -> int:
     cam = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
     if cam < 0:
