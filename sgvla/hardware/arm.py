@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import termios
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,10 +30,10 @@ from sgvla.hardware.config import ArmConfig
 from sgvla.hardware.joints import JOINTS, MOTOR_IDS, action_key
 from sgvla.hardware.safety import SafetyConfig, Watchdog, safe_goal
 
-# What LeRobot's bus raises when the line fails: ConnectionError (no or bad status packet),
-# RuntimeError (a motor reports an error), serial.SerialException (an OSError) or termios.error
-# (the port vanished: USB adapter unplugged).
-BUS_ERRORS = (OSError, RuntimeError, termios.error)
+# Whatever the bus raises is a fault: ConnectionError (no or bad status packet), RuntimeError (a motor
+# reports an error), serial.SerialException or termios.error (the USB adapter vanished), and even
+# IndexError from scservo_sdk on a garbled reply. An arm whose line misbehaves is not trusted further.
+BUS_ERRORS = (Exception,)
 
 log = logging.getLogger(__name__)
 

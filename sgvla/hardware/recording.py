@@ -149,13 +149,11 @@ class EpisodeStore:
                                  "record into a new root")
 
     def add(self, frame: dict) -> None:
-        if self.dataset is None:  # the previous episode was finalized: continue in new files
-            self.dataset = self._resume()
         self.dataset.add_frame(frame)
         self.frames += 1
 
     def discard(self) -> None:
-        if self.dataset is not None and self.frames:
+        if self.frames:
             self.dataset.clear_episode_buffer(delete_images=True)
         self.frames = 0
 
@@ -173,12 +171,12 @@ class EpisodeStore:
             with contextlib.suppress(Exception):
                 self.dataset.finalize()  # let LeRobot flush now, so the rollback also undoes that
             recover(self.root)
-            self.dataset, self.frames = None, 0
+            self.dataset, self.frames = self._resume(), 0
             raise RecordingError(f"saving the episode failed and was rolled back: {e}") from e
         end_commit(self.root)
         self.frames = 0
         self.episodes = self.dataset.meta.total_episodes
-        self.dataset = None
+        self.dataset = self._resume()  # the next episode goes to new files; resumed now, not in its first tick
         return self.episodes
 
     def close(self) -> None:

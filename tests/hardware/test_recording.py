@@ -217,7 +217,7 @@ def test_sgvla_record_two_episodes_against_the_simulated_bus(tmp_path, rig):
     assert set(ds.meta.camera_keys) == {f"observation.images.{k}" for k in ("agentview", "agentview_depth", "wrist")}
     assert ds.meta.features["action"]["names"] == [f"{j}.pos" for j in JOINTS]
     lengths = [ds.meta.episodes[i]["length"] for i in range(2)]
-    assert all(10 <= n <= 31 for n in lengths), lengths  # 1 s at 30 Hz, fewer ticks on a loaded machine
+    assert all(5 <= n <= 31 for n in lengths), lengths  # 1 s at 30 Hz, fewer ticks on a loaded machine
     actions = np.stack([ds.hf_dataset[i]["action"] for i in range(len(ds))])
     states = np.stack([ds.hf_dataset[i]["observation.state"] for i in range(len(ds))])
     # What was commanded is the leader's motion: body joints swing +-20 degrees, the gripper 20..80 %.

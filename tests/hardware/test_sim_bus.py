@@ -22,7 +22,14 @@ def sim():
 def bus(sim):
     motors = {j: Motor(MOTOR_IDS[j], "sts3215", MotorNormMode.DEGREES) for j in JOINTS}
     lerobot_bus = FeetechMotorsBus(sim.port, motors, calibration=sim_calibration())
-    lerobot_bus.connect()  # handshake: ping every id, same firmware everywhere
+    lerobot_bus.connect(handshake=False)
+    for attempt in range(3):  # LeRobot's handshake (ping every id, same firmware) has no retries
+        try:
+            lerobot_bus._handshake()
+            break
+        except RuntimeError:
+            if attempt == 2:
+                raise
     yield lerobot_bus
     if not sim.closed:
         lerobot_bus.disconnect(disable_torque=False)
