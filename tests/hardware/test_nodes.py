@@ -162,3 +162,15 @@ def test_camera_node_publishes_image_depth_and_camera_info(tmp_path, rig, ros_en
     assert 600 <= int.from_bytes(bytes.fromhex(seen["depth"][2]), "little") <= 900  # millimetres
     assert seen["k"] == [307.5, 0.0, 160.0, 0.0, 307.5, 120.0, 0.0, 0.0, 1.0]  # calibration at 640x480, halved
     assert seen["frame"] == "agentview_optical_frame"
+
+
+def test_teleop_recorder_node_records_an_episode(tmp_path, rig, ros_env):
+    camera = {"name": "agentview", "source": "synthetic", "width": 64, "height": 48, "fps": 30, "depth": True}
+    root = tmp_path / "ds"
+    proc = subprocess.run(node("teleop_recorder", config=rig_config(tmp_path, rig, [camera]), root=root,
+                               task="put the bowl on the stove", episodes=1, episode_time_s=1.0, reset_time_s=0.2,
+                               auto_start=True), env=ros_env, capture_output=True, text=True, timeout=200)
+    log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines() if not line.startswith(("Svt", "x265")))
+    assert proc.returncode == 0 and "saved 1 episode(s)" in log, log
+    assert json.loads((root / "meta" / "info.json").read_text())["total_episodes"] == 1
+    assert [rig.follower.register(i, "Torque_Enable") for i in range(1, 7)] == [0] * 6  # released on exit
