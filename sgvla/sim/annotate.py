@@ -59,7 +59,10 @@ def demo_model(group: h5py.Group, data: h5py.Group, source: Path) -> mujoco.MjMo
         xml = group.attrs["model_file"]
         xml = localize_model_xml(xml.decode() if isinstance(xml, bytes) else xml, _assets(prepare_libero()))
     else:
-        xml = _task_model_xml(_task_id(data, source))
+        task_id = _task_id(data, source)
+        if task_id is None:
+            raise ValueError(f"{source}: demos have no model_file and the file names no LIBERO-Spatial task")
+        xml = _task_model_xml(task_id)
     return _compiled(xml)
 
 
@@ -69,8 +72,8 @@ def _assets(setup) -> Path:
     return setup.assets.path
 
 
-def _task_id(data: h5py.Group, source: Path) -> int:
-    """The LIBERO-Spatial task of a file without models: by its BDDL file name, else by its own file name."""
+def _task_id(data: h5py.Group, source: Path) -> int | None:
+    """The LIBERO-Spatial task of a file: by its BDDL file name, else by its own file name."""
     from sgvla.sim.tasks import num_tasks, task_info
 
     names = {task_info(t).name: t for t in range(num_tasks())}
@@ -78,7 +81,17 @@ def _task_id(data: h5py.Group, source: Path) -> int:
     for candidate in (Path(bddl.decode() if isinstance(bddl, bytes) else bddl).stem, source.stem.removesuffix("_demo")):
         if candidate in names:
             return names[candidate]
-    raise ValueError(f"{source}: demos have no model_file and the file names no LIBERO-Spatial task")
+    return None
+
+
+def task_text(data: h5py.Group, source: Path) -> str:
+    """The task string the relation rules read: LIBERO's task language when the file names a
+    LIBERO-Spatial task (the BDDL's own sentence says "top layer" where the task says "top drawer"),
+    else ``problem_info``'s instruction, else the file name."""
+    from sgvla.sim.tasks import task_info
+
+    task_id = _task_id(data, source)
+    return task_info(task_id).language if task_id is not None else task_language(data) or source.stem
 
 
 @lru_cache(maxsize=2)
@@ -158,7 +171,7 @@ def annotate_file(src: str | Path, dst: str | Path, views: Sequence[str] = VIEWS
         if DATA not in f:
             raise ValueError(f"{src}: no '{DATA}' group; not a LIBERO-layout file")
         data = f[DATA]
-        task = task_language(data) or src.stem
+        task = task_text(data, src)
         names = demo_names(data)
         objects = json.loads(data.attrs[OBJECTS_ATTR]) if OBJECTS_ATTR in data.attrs else None
         for name in tqdm(names, desc=f"annotate {src.name}", disable=not progress, unit="demo"):

@@ -48,24 +48,33 @@ def test_observation_is_what_lerobot_feeds_policies(backends):
 
 
 def test_boxes_contain_the_objects_in_stored_images(backends):
+    """Segment each view with MuJoCo (rows top-down), flip it to LIBERO's stored convention (robosuite
+    renders OpenGL-style, rows bottom-up) and check every projected box holds its object's pixels."""
+    import robosuite.macros
+
+    assert robosuite.macros.IMAGE_CONVENTION == "opengl"
     backend = backends(0)
     backend.reset(seed=0)
+    model, data = backend.sim.model._model, backend.sim.data._data
     index = backend.env.index
     owner = dict(zip(index.geom_ids.tolist(), index.geom_object.tolist()))
-    for view in ("agentview", "robot0_eye_in_hand"):
-        seg = backend.sim.render(64, 64, camera_name=view, segmentation=True)
-        graph = backend.ground_truth([view])[view]
-        checked = 0
-        for column, name in enumerate(index.names):
-            pixels = np.argwhere((seg[..., 0] == mujoco.mjtObj.mjOBJ_GEOM)
-                                 & np.isin(seg[..., 1], [g for g, o in owner.items() if o == column]))
-            if len(pixels) < 10:
-                continue
-            (y1, x1), (y2, x2) = pixels.min(0), pixels.max(0) + 1
-            bx1, by1, bx2, by2 = graph.boxes[name]
-            assert bx1 <= x1 + 1 and by1 <= y1 + 1 and x2 <= bx2 + 1 and y2 <= by2 + 1, (view, name)
-            checked += 1
-        assert checked >= 3
+    with mujoco.Renderer(model, 64, 64) as renderer:
+        renderer.enable_segmentation_rendering()
+        for view in ("agentview", "robot0_eye_in_hand"):
+            renderer.update_scene(data, camera=view)
+            seg = renderer.render()[::-1]
+            graph = backend.ground_truth([view])[view]
+            checked = 0
+            for column, name in enumerate(index.names):
+                geoms = [g for g, o in owner.items() if o == column]
+                pixels = np.argwhere((seg[..., 1] == mujoco.mjtObj.mjOBJ_GEOM) & np.isin(seg[..., 0], geoms))
+                if len(pixels) < 10:
+                    continue
+                (y1, x1), (y2, x2) = pixels.min(0), pixels.max(0) + 1
+                bx1, by1, bx2, by2 = graph.boxes[name]
+                assert bx1 <= x1 + 1 and by1 <= y1 + 1 and x2 <= bx2 + 1 and y2 <= by2 + 1, (view, name)
+                checked += 1
+            assert checked >= 3, view
 
 
 def test_fixed_cameras_cached_wrist_recomputed(backends):

@@ -126,3 +126,18 @@ def test_demo_generation_resumes(demo_file, tmp_path):
         generate_task(0, 2, out, render_profile="fast", image_size=64, max_attempts=1, progress=False)
     with h5py.File(partial_path(out), "r") as f:
         assert demo_names(f["data"]) == ["demo_0"]  # the finished demo kept, the broken one dropped
+
+
+def test_relation_rules_read_libero_task_language(tmp_path):
+    """Official files carry the BDDL sentence ("top layer"); the drawer rule needs the task's ("top drawer")."""
+    from sgvla.sim.annotate import task_text
+
+    path = tmp_path / "x.hdf5"
+    with h5py.File(path, "w") as f:
+        data = f.create_group("data")
+        data.attrs["problem_info"] = json.dumps({"language_instruction": "Pick the akita black bowl in the top layer"})
+        data.attrs["bddl_file_name"] = ("libero/libero/bddl_files/libero_spatial/pick_up_the_black_bowl_in_the_top_drawer"
+                                        "_of_the_wooden_cabinet_and_place_it_on_the_plate.bddl")
+        assert "in the top drawer" in task_text(data, path)
+        del data.attrs["bddl_file_name"]
+        assert task_text(data, path) == "Pick the akita black bowl in the top layer"
