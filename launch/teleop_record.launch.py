@@ -1,6 +1,7 @@
 """Teleoperated recording of SO101 episodes into a LeRobot dataset (the node owns arms and cameras).
 
-    ros2 launch sgvla_ros teleop_record.launch.py root:=$HOME/data/so101_bowls task:="put the bowl on the stove" episodes:=10
+    ros2 launch sgvla_ros teleop_record.launch.py root:=$HOME/data/so101_bowls \
+        task:="put the bowl on the stove" episodes:=10
     ros2 topic pub --once /record_control std_msgs/String "data: start"     # start | save | rerecord | abort | quit
 
 Same loop and dataset layout as ``sgvla record`` (which takes single key presses in its terminal;

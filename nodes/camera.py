@@ -11,11 +11,11 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
+from sgvla_ros.qos import SENSOR
 
 from sgvla.hardware.calibration import load_camera_calibration
 from sgvla.hardware.cameras import Camera
 from sgvla.hardware.config import load_hardware_config
-from sgvla_ros.qos import SENSOR
 
 
 class CameraNode(Node):

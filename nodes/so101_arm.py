@@ -15,12 +15,12 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
+from sgvla_ros.qos import SENSOR
 
 from sgvla.hardware.arm import ArmFault, FollowerArm
 from sgvla.hardware.config import load_hardware_config
 from sgvla.hardware.joints import JOINTS, from_radians, to_radians
 from sgvla.hardware.safety import UnsafeCommand
-from sgvla_ros.qos import SENSOR
 
 COMMANDS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 

@@ -9,10 +9,10 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from sgvla_ros.so101_arm import COMMANDS, arm_overrides, joint_state
 
 from sgvla.hardware.arm import ArmFault, LeaderArm
 from sgvla.hardware.config import load_hardware_config
-from sgvla_ros.so101_arm import COMMANDS, arm_overrides, joint_state
 
 
 class SO101Leader(Node):

@@ -14,14 +14,14 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from sgvla_ros.qos import RELIABLE, SENSOR
+from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import String
 
 from sgvla.hardware.arm import FollowerArm, LeaderArm
 from sgvla.hardware.cameras import Camera
 from sgvla.hardware.config import load_hardware_config
 from sgvla.hardware.recording import HELP, EpisodeStore, KeyQueue, TeleopRecorder, TerminalKeys, dataset_features
-from sgvla_ros.qos import RELIABLE, SENSOR
-from sgvla_ros.so101_arm import joint_state
 
 
 class OperatorKeys:

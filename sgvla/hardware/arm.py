@@ -131,18 +131,21 @@ class _Arm:
     def _fault(self, error: Exception) -> NoReturn:
         silent = self._silent_motors()
         self._release()
-        if len(silent) == len(JOINTS) or not silent:
+        if len(silent) == len(JOINTS):
             who = "no motor answers (USB adapter unplugged or servo power off?)"
-        else:
+        elif silent:
             who = f"motor(s) {', '.join(f'{j} (id {MOTOR_IDS[j]})' for j in silent)} stopped answering"
+        else:
+            who = "the bus kept failing (garbled replies or a motor error)"
         raise ArmFault(f"{self.role} arm on {self.config.port}: {who} after {self.config.read_retries + 1} tries "
-                       f"({str(error).strip()}); torque turned off where motors still answer", self.last_state) from error
+                       f"({str(error).strip()}); torque turned off where motors still answer",
+                       self.last_state) from error
 
     def _silent_motors(self) -> list[str]:
         try:
             return [j for j in JOINTS if self.device.bus.ping(MOTOR_IDS[j], num_retry=1) is None]
         except BUS_ERRORS:  # the port itself is gone
-            return []
+            return list(JOINTS)
 
     def _release(self) -> None:
         """Best effort: torque off on every motor that still answers, then close the port."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np

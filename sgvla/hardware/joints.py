@@ -45,4 +45,5 @@ def from_radians(names: Sequence[str], radians: Sequence[float]) -> dict[str, fl
         raise ValueError(f"joint names {list(names)} do not match {len(radians)} positions; "
                          f"unknown: {unknown}; valid: {list(JOINTS)}")
     lo, hi = URDF_LIMITS[GRIPPER]
-    return {j: (r - lo) / (hi - lo) * 100.0 if j == GRIPPER else math.degrees(r) for j, r in zip(names, radians)}
+    return {j: (r - lo) / (hi - lo) * 100.0 if j == GRIPPER else math.degrees(r)
+            for j, r in zip(names, radians, strict=True)}

@@ -40,8 +40,14 @@ def run(args: argparse.Namespace) -> int:
     from sgvla.hardware.calibration import CalibrationError
     from sgvla.hardware.cameras import Camera, CameraError
     from sgvla.hardware.config import load_hardware_config
-    from sgvla.hardware.recording import (HELP, EpisodeStore, RecordingError, TeleopRecorder, TerminalKeys,
-                                          dataset_features)
+    from sgvla.hardware.recording import (
+        HELP,
+        EpisodeStore,
+        RecordingError,
+        TeleopRecorder,
+        TerminalKeys,
+        dataset_features,
+    )
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local datasets only

@@ -59,7 +59,8 @@ def dataset_features(cameras: Mapping[str, tuple[int, int, bool]], scene_graphs:
         images[name] = (height, width, 3)
         if depth:
             images[f"{name}_depth"] = (height, width, 1)
-    features = {**hw_to_dataset_features(joints, "action"), **hw_to_dataset_features({**joints, **images}, "observation")}
+    features = {**hw_to_dataset_features(joints, "action"),
+                **hw_to_dataset_features({**joints, **images}, "observation")}
     if scene_graphs:
         features[SCENE_GRAPH] = {"dtype": "string", "shape": (1,), "names": None}
     return features
@@ -276,7 +277,8 @@ class TeleopRecorder:
         self.task, self.period, self.keys = task, 1.0 / fps, keys
         self.num_episodes, self.episode_time_s, self.reset_time_s = num_episodes, episode_time_s, reset_time_s
         self.auto_start, self.scene_graph = auto_start, scene_graph
-        self.stats = RecordStats(repeated={c.config.name: 0 for c in cameras}, skipped={c.config.name: 0 for c in cameras})
+        names = [c.config.name for c in cameras]
+        self.stats = RecordStats(repeated=dict.fromkeys(names, 0), skipped=dict.fromkeys(names, 0))
         self.recording = False
         self.done = False
         self._phase_start = time.monotonic()
@@ -305,7 +307,7 @@ class TeleopRecorder:
         goal = self.leader.read().positions
         state = self.follower.read().positions
         self.follower.command(goal)
-        sent = self.follower.step()
+        sent = self.follower.step() or state  # None only while holding, i.e. goal = present
         if self.recording:
             self._record(state, sent)
         self._handle(self.keys.poll())
@@ -332,7 +334,8 @@ class TeleopRecorder:
             if image.depth is not None:
                 frame[f"observation.images.{name}_depth"] = image.depth
         if self.scene_graph is not None:
-            images = {k.removeprefix("observation.images."): v for k, v in frame.items() if k.startswith("observation.images.")}
+            prefix = "observation.images."
+            images = {k.removeprefix(prefix): v for k, v in frame.items() if k.startswith(prefix)}
             frame[SCENE_GRAPH] = self.scene_graph(images, self.task)
         self.store.add(frame)
 

@@ -27,7 +27,11 @@ from lerobot.motors import MotorCalibration
 from lerobot.motors.encoding_utils import decode_sign_magnitude, encode_sign_magnitude
 from lerobot.motors.feetech.tables import (
     MODEL_NUMBER_TABLE,
+)
+from lerobot.motors.feetech.tables import (
     STS_SMS_SERIES_CONTROL_TABLE as TABLE,
+)
+from lerobot.motors.feetech.tables import (
     STS_SMS_SERIES_ENCODINGS_TABLE as SIGN_BITS,
 )
 

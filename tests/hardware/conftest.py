@@ -15,17 +15,19 @@ from pathlib import Path
 import pytest
 
 from sgvla.hardware.arm import FollowerArm, LeaderArm
-from sgvla.hardware.config import ArmConfig
 from sgvla.hardware.calibration import write_arm_calibration
+from sgvla.hardware.config import ArmConfig
 from sgvla.hardware.safety import SafetyConfig
-from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG, SimFeetechBus, sim_calibration
+from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG
+from sgvla.hardware.sim_bus import SimFeetechBus, sim_calibration
 
 sys.setswitchinterval(1e-4)
 
 
 def leader_motion(t: float) -> list[float]:
     """The hand on the leader: body joints swing +-20 degrees at 1 Hz, the gripper between 20 and 80 %."""
-    return [2048 + 20 * DEG * math.sin(2 * math.pi * t + i) for i in range(5)] + [2500 + 300 * math.sin(2 * math.pi * t)]
+    body = [2048 + 20 * DEG * math.sin(2 * math.pi * t + i) for i in range(5)]
+    return body + [2500 + 300 * math.sin(2 * math.pi * t)]
 
 
 @dataclass

