@@ -1,16 +1,19 @@
-"""Scripted privileged expert: pick a bowl by its rim and put it on the plate.
+"""Scripted privileged expert: pick a bowl by its wall and put it on the plate.
 
 :class:`PickPlaceController` drives LIBERO's OSC_POSE controller (relative
 actions: 5 cm and 0.5 rad per unit, gripper -1 open / +1 close) through
 end-effector waypoints computed from simulator state, so it knows nothing about
-prompts: callers pick ``target_object``. :class:`ScriptedExpert` is the
-privileged policy that takes the target from the task's goal, ``(On bowl plate)``;
-a prompt-grounded policy can reuse the controller with a bowl it resolved itself.
+prompts: callers choose ``target_object``. :class:`ScriptedExpert` (built by
+:func:`task_expert`) is the privileged policy that takes the target from the
+task's goal, ``(On bowl plate)``; a prompt-grounded policy can reuse the
+controller with a bowl it resolved itself.
 
-The grasp pinches the bowl wall nearest the robot between the fingers (they
-open along world x at LIBERO's initial orientation, which is held throughout).
-The bowl travels at a height that clears every other object, is lowered until
-it nearly touches the plate, then released.
+Phases: approach above the grasp point, descend, grip, lift to a height where
+the bowl clears every other object, carry over the plate (keeping the offset
+between gripper and bowl measured at the grip), lower until the bowl nearly
+touches the plate, release, retreat. A waypoint ends when reached, when the
+gripper stalls, or after ``segment_steps``; an integral term removes the OSC's
+steady-state offset.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sgvla.sim.bddl import BddlProblem
 from sgvla.sim.libero_env import SceneState
 
 OPEN, CLOSE = -1.0, 1.0
@@ -60,11 +64,6 @@ class _Extent:
     @property
     def bottom(self) -> float:
         return float(self.lower[2])
-
-    def gap(self, point: np.ndarray) -> float:
-        """Horizontal distance from ``point`` to this AABB (0 inside)."""
-        d = np.maximum(np.maximum(self.lower[:2] - point[:2], point[:2] - self.upper[:2]), 0.0)
-        return float(np.linalg.norm(d))
 
 
 def _extent(scene: SceneState, name: str) -> _Extent:
@@ -225,10 +224,6 @@ class ScriptedExpert:
     def __init__(self, target_object: str, place_object: str, params: PickPlaceParams = PickPlaceParams()) -> None:
         self.controller = PickPlaceController(target_object, place_object, params)
 
-    @classmethod
-    def for_goal(cls, goal: tuple[str, str], params: PickPlaceParams = PickPlaceParams()) -> ScriptedExpert:
-        return cls(goal[0], goal[1], params)
-
     def reset(self) -> None:
         self.controller.reset()
 
@@ -236,8 +231,8 @@ class ScriptedExpert:
         return self.controller.act(scene)
 
 
-def task_expert(problem, params: PickPlaceParams = PickPlaceParams()) -> ScriptedExpert:
+def task_expert(problem: BddlProblem, params: PickPlaceParams = PickPlaceParams()) -> ScriptedExpert:
     """The expert of a task file whose goal places one object on another."""
     if len(problem.goal_placements) != 1:
         raise ValueError(f"{problem.path}: the expert needs exactly one (On a b) goal, got {problem.goal_placements}")
-    return ScriptedExpert.for_goal(problem.goal_placements[0], params)
+    return ScriptedExpert(*problem.goal_placements[0], params)

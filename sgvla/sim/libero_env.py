@@ -166,9 +166,9 @@ class SgvlaLiberoEnv(LiberoEnv):
             env = ControlEnv(**kwargs, use_camera_obs=False, has_offscreen_renderer=False)
         env.reset()
         self._env = env
-        if self.perturbation.remove:
+        reduced = state_layout(env.sim.model._model)
+        if self._init_states.shape[1] != 1 + reduced.nq + reduced.nv:  # objects removed: project by joint name
             full = _full_layout(self.task_info.bddl_file)
-            reduced = state_layout(env.sim.model._model)
             self._init_states = np.stack([project_state(s, full, reduced) for s in self._init_states])
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
