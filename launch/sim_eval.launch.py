@@ -9,7 +9,9 @@ DDS environment of local runs is applied unless loopback:=false (the domain id s
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, SetEnvironmentVariable
+from launch.actions import (
+    DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, SetEnvironmentVariable,
+)
 from launch.conditions import IfCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
@@ -46,8 +48,11 @@ def _nodes(context):
 def generate_launch_description():
     loopback = {k: v for k, v in loopback_env(0, base={}).items() if k != "ROS_DOMAIN_ID"}
     return LaunchDescription([
-        *(DeclareLaunchArgument(a.name, default_value=a.default, description=a.description) for a in ARGUMENTS[LAUNCH]),
-        DeclareLaunchArgument("loopback", default_value="true", description="loopback-only DDS (config/fastdds_localhost.xml)"),
-        *(SetEnvironmentVariable(k, v, condition=IfCondition(LaunchConfiguration("loopback"))) for k, v in loopback.items()),
+        *(DeclareLaunchArgument(a.name, default_value=a.default, description=a.description)
+          for a in ARGUMENTS[LAUNCH]),
+        DeclareLaunchArgument("loopback", default_value="true",
+                              description="loopback-only DDS (config/fastdds_localhost.xml)"),
+        *(SetEnvironmentVariable(k, v, condition=IfCondition(LaunchConfiguration("loopback")))
+          for k, v in loopback.items()),
         OpaqueFunction(function=_nodes),
     ])

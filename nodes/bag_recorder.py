@@ -50,8 +50,8 @@ class BagRecorder(Node):
                              durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
             msg_class = _message_class(msgtype)
             self.writer.add_topic(topic, msgtype)
-            self.subs[topic] = self.create_subscription(msg_class, topic, lambda data, t=topic: self.on_message(t, data),
-                                                        qos, raw=True)
+            self.subs[topic] = self.create_subscription(
+                msg_class, topic, lambda data, t=topic: self.on_message(t, data), qos, raw=True)
 
     def on_message(self, topic: str, data: bytes):
         self.writer.write(topic, time.time_ns(), data)

@@ -13,6 +13,7 @@ import json
 import time
 from pathlib import Path
 
+from rclpy.duration import Duration
 from rclpy.node import Node
 
 from sgvla.nodegraph.evaluation import TopicEvaluation, load_eval_config
@@ -194,6 +195,8 @@ class Evaluator(Node):
             self.get_logger().info(f"records: {ev.results.path} ({ev.finished} new, {ev.failed} failed); "
                                    + ", ".join(f"{k}: {v}" for k, v in paths.items()))
         self.exit_code = code
+        for pub in (self.result_pub, self.spec_pub):  # delivered (e.g. to a recorder) before this node goes
+            pub.wait_for_all_acked(Duration(seconds=2.0))
         raise NodeExit(code)
 
     def write_graph(self, path: Path):

@@ -10,6 +10,7 @@ from the same launch plan as the multi-process launch. Every node keeps its own 
 import importlib
 import inspect
 import sys
+import time
 
 import rclpy
 import yaml
@@ -17,6 +18,8 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 from sgvla_ros.graph_io import NodeExit
+
+DRAIN_S = 0.5
 
 
 def node_class(module: str) -> type:
@@ -26,6 +29,16 @@ def node_class(module: str) -> type:
     if len(classes) != 1:
         raise RuntimeError(f"{module} defines {len(classes)} node classes; expected one")
     return classes[0]
+
+
+def drain(executor, nodes, main: str, seconds: float = DRAIN_S) -> None:
+    """Let the other nodes (a recorder) take what the main node sent last before everything stops."""
+    for node in nodes:
+        if node.get_name() == main:
+            executor.remove_node(node)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
 
 
 def main(argv=None) -> int:
@@ -43,6 +56,7 @@ def main(argv=None) -> int:
         executor.spin()
     except NodeExit as e:
         code = e.code
+        drain(executor, nodes, spec["main"])
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 130
     finally:

@@ -31,7 +31,10 @@ class SimBridge(Node):
         self.declare_parameter("render_images", False)  # true: render even when the request does not ask
         self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # camera topics created up front
         self.declare_parameter("frame_id", "world")
+        self.declare_parameter("preload", True)  # import the simulator now, not at the first reset
         param = lambda name: self.get_parameter(name).value  # noqa: E731
+        if param("preload"):
+            import sgvla.sim.libero_env  # noqa: F401
         self.lockstep = bool(param("lockstep"))
         self.frame_id = param("frame_id")
         self.session = SimSession()

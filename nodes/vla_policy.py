@@ -11,6 +11,7 @@ Lock-step (`lockstep: true`): acts on step k only with the state, graph (and ima
 Free-running: acts on the newest state with the newest graph it has.
 """
 
+import importlib
 import traceback
 from collections import OrderedDict
 
@@ -41,7 +42,11 @@ class VLAPolicy(Node):
         super().__init__("vla_policy", **kwargs)
         self.declare_parameter("lockstep", True)
         self.declare_parameter("ontology", "libero_spatial")
+        self.declare_parameter("preload", ["sgvla.policies.scripted", "sgvla.sim.expert"])  # modules imported now
         param = lambda name: self.get_parameter(name).value  # noqa: E731
+        for module in param("preload"):
+            if module:
+                importlib.import_module(module)
         self.lockstep = bool(param("lockstep"))
         self.ontology = load_ontology(param("ontology"))
         self.specs: OrderedDict[int, EpisodeSpec] = OrderedDict()

@@ -11,7 +11,6 @@ returns the main node's exit code; children die with this process (PR_SET_PDEATH
 from __future__ import annotations
 
 import ctypes
-import os
 import random
 import signal
 import socket
@@ -27,6 +26,7 @@ from sgvla.launch_plan import ARGUMENTS, Plan, launch_names, launch_plan
 from sgvla.ros_env import MAX_DOMAIN_ID, loopback_env
 
 STOP_GRACE_S = 10.0
+DRAIN_S = 0.5
 
 
 def _port_free(port: int) -> bool:
@@ -127,6 +127,7 @@ def run_processes(plan: Plan, domain_id: int, log=print) -> int:
             while not interrupted:
                 code = main.poll()
                 if code is not None:
+                    time.sleep(DRAIN_S)  # the others (a recorder) take what the main node sent last
                     return code
                 dead = [(n, p.returncode) for n, p in procs.items() if n != plan.main and p.poll() is not None]
                 if dead:
@@ -185,7 +186,8 @@ def run(args) -> int:
 def add_parser(sub) -> None:
     names = launch_names()
     arg_help = "; ".join(f"{n}: " + ", ".join(f"{a.name} (default {a.default!r})" for a in ARGUMENTS[n]) for n in names)
-    p = sub.add_parser("launch", help="start a ROS 2 node graph here (what `ros2 launch sgvla_ros NAME.launch.py` starts)",
+    p = sub.add_parser("launch", help="start a ROS 2 node graph here (what `ros2 launch sgvla_ros NAME.launch.py` "
+                                      "starts)",
                        description="Start the nodes of launch/NAME.launch.py with real rclpy on a loopback-only DDS "
                                    "domain; returns the exit code of the main node (the evaluator). Arguments: "
                                    + arg_help)

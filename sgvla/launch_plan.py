@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgvla.paths import CONFIG_DIR, REPO_ROOT
+from sgvla.paths import REPO_ROOT
 
 PACKAGE = "sgvla_ros"
 

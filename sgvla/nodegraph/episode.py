@@ -68,10 +68,12 @@ class StepState:
 
 
 def raw_observation(payload: dict[str, Any], images: dict[str, np.ndarray]) -> dict[str, Any]:
-    """LeRobot's raw observation rebuilt from a state payload and the stored-convention camera images."""
+    """LeRobot's raw observation rebuilt from a state payload and the stored-convention camera images.
+    Cameras missing from `images` are left out (policies that read no images are not sent any)."""
     raw = dict(payload["raw"])
     if payload["has_pixels"]:
-        raw = {"pixels": {payload["pixel_keys"][cam]: images[cam] for cam in payload["pixel_keys"]}, **raw}
+        pixels = {key: images[cam] for cam, key in payload["pixel_keys"].items() if cam in images}
+        raw = {"pixels": pixels, **raw}
     return raw
 
 
@@ -313,6 +315,7 @@ def episode_record(episode: Episode, *, success: bool, steps: int, max_steps: in
         "mode": episode.mode, "seed": episode.seed, "success": bool(success), "steps": steps,
         "max_steps": max_steps, "wall_time_s": round(wall_s, 3),
         "context_ms_per_step": round(1000 * context_s / max(steps - 1, 1), 4),
+        "video": "",  # over topics, --record writes the run's topics (images included) instead of MP4s
         "task": task, "prompt": report["prompt"], "view": view,
         "graph_source": graph_source, "graph_triplets": report["graph_triplets"],
         "triplets_in_prompt": report["triplets_in_prompt"], "visible_objects": list(report["visible_objects"]),

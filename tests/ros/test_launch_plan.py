@@ -1,0 +1,165 @@
+"""The launch description agrees with the nodes, the launch file and the parameter file; `sgvla launch`
+starts and stops processes cleanly."""
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from sgvla.launch_plan import ARGUMENTS, EXECUTABLES, QOS, TOPICS, NodeSpec, Plan, launch_names, launch_plan
+from sgvla.paths import REPO_ROOT
+
+pytestmark = pytest.mark.ros
+
+SETUP = (REPO_ROOT / "ros2_ws/src/sgvla_ros/setup.py").read_text()
+NODES = dict(re.findall(r'"(\w+)": "sgvla_ros\.(\w+):main"', SETUP))
+MINE = ["sim_bridge", "scene_graph", "vla_policy", "evaluator", "bag_recorder"]
+
+
+def declared(executable: str) -> set[str]:
+    source = (REPO_ROOT / "nodes" / f"{NODES[executable]}.py").read_text()
+    return set(re.findall(r'declare_parameter\("(\w+)"', source))
+
+
+def all_plans():
+    for name in launch_names():
+        for record in ("", "/tmp/never_written_bag"):
+            yield launch_plan(name, {"record": record})
+
+
+def test_every_node_executable_and_parameter_exists():
+    for plan in all_plans():
+        assert plan.params_file.is_file()
+        file_params = yaml.safe_load(plan.params_file.read_text())
+        for node in plan.nodes:
+            assert NODES.get(node.executable) == EXECUTABLES[node.executable], node.executable
+            assert (REPO_ROOT / "nodes" / f"{EXECUTABLES[node.executable]}.py").is_file()
+            names = set(node.parameters) | set(file_params.get(node.name, {}).get("ros__parameters", {}))
+            missing = names - declared(node.executable)
+            assert not missing, f"{node.executable} declares no parameter(s) {missing}"
+        assert plan.main in {n.name for n in plan.nodes}
+
+
+def test_parameter_file_documents_every_declared_parameter():
+    file_params = yaml.safe_load((REPO_ROOT / "config/ros/sim_eval.yaml").read_text())
+    text = (REPO_ROOT / "config/ros/sim_eval.yaml").read_text()
+    for executable in MINE:
+        documented = set(file_params[executable]["ros__parameters"])
+        assert documented == declared(executable), executable
+        for p in documented:
+            assert re.search(rf"^\s+{p}: .*#", text, re.M), f"{executable}.{p} has no comment"
+
+
+def test_launch_file_starts_the_plans_executables():
+    path = REPO_ROOT / "launch" / "sim_eval.launch.py"
+    tree = ast.parse(path.read_text())
+    literal = {kw.value.value for call in ast.walk(tree) if isinstance(call, ast.Call)
+               and getattr(call.func, "id", "") == "Node" for kw in call.keywords if kw.arg == "executable"}
+    planned = {n.executable for plan in all_plans() for n in plan.nodes}
+    assert literal == planned
+    imports = {a.name for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module == "sgvla.launch_plan" for a in node.names}
+    assert {"ARGUMENTS", "launch_plan"} <= imports
+
+
+def test_arguments_reach_the_nodes():
+    plan = launch_plan("sim_eval", {"stepping": "free_running", "eval_overrides": "tasks=[0]", "record": "b"})
+    assert plan.node("sim_bridge").parameters == {"lockstep": False, "render_images": True}
+    assert plan.node("vla_policy").parameters["lockstep"] is False
+    assert plan.node("scene_graph").parameters["overlay"] is True
+    assert plan.node("bag_recorder").parameters["output"].endswith("/b")
+    ev = plan.node("evaluator").parameters
+    assert ev["overrides"] == "tasks=[0]" and ev["wait_for_nodes"] == ["sim_bridge", "scene_graph", "vla_policy",
+                                                                       "bag_recorder"]
+    assert "sim/state:4" in ev["wait_for_subscribers"] and "action:2" in ev["wait_for_subscribers"]
+    default = launch_plan("sim_eval")
+    assert [n.name for n in default.nodes] == ["sim_bridge", "scene_graph", "vla_policy", "evaluator"]
+    assert default.node("sim_bridge").parameters["render_images"] is False
+    assert "sim/state:3" in default.node("evaluator").parameters["wait_for_subscribers"]
+
+
+@pytest.mark.parametrize("args, message", [({"colour": "red"}, "unknown argument"),
+                                           ({"stepping": "sometimes"}, "lockstep or free_running"),
+                                           ({"render_images": "maybe"}, "true or false")])
+def test_bad_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        launch_plan("sim_eval", args)
+
+
+def test_topic_table_names_known_nodes_and_qos():
+    from sgvla_ros.graph_io import QOS as PROFILES
+
+    assert set(PROFILES) == set(QOS)
+    known = set(EXECUTABLES)
+    for t in TOPICS:
+        assert t.qos in QOS or t.qos == "service"
+        assert set(t.publishers) <= known and set(t.subscribers) <= known
+    for name, args in ARGUMENTS.items():
+        assert len({a.name for a in args}) == len(args), name
+
+
+def test_launch_cli_rejects_bad_arguments(capsys):
+    from sgvla.cli import main
+
+    assert main(["launch", "sim_eval", "colour:=red"]) == 2
+    assert "unknown argument" in capsys.readouterr().err
+    assert main(["launch", "sim_eval", "tasks=[0]"]) == 2
+    assert "name:=value" in capsys.readouterr().err
+
+
+def _children(pid: int) -> set[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return {int(x) for x in out.split()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = open(f"/proc/{pid}/stat").read().split()[2] if os.path.exists(f"/proc/{pid}/stat") else "X"
+    return status != "Z"
+
+
+def _launch_in_child(plan: Plan, domain: int) -> subprocess.CompletedProcess:
+    code = ("import sys, pickle; from sgvla.launch_cmd import run_processes; "
+            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}))")
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_launch_returns_the_evaluators_code_and_leaves_no_process(tmp_path, ros_domain_id):
+    params = REPO_ROOT / "config/ros/sim_eval.yaml"
+    plan = Plan("t", {}, params, (
+        NodeSpec("graph_recorder", "graph_recorder", {"output": str(tmp_path / "g.jsonl")}),
+        NodeSpec("evaluator", "evaluator", {"config": str(tmp_path / "missing.yaml")}),
+    ), {}, main="evaluator")
+    proc = _launch_in_child(plan, ros_domain_id)
+    time.sleep(1.0)
+    kids = _children(proc.pid)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out  # the evaluator's exit code for a bad plan
+    assert "config file not found" in out
+    assert len(kids) == 2 and not any(_alive(k) for k in kids), out
+
+
+def test_a_node_dying_early_stops_the_launch(tmp_path, ros_domain_id):
+    params = REPO_ROOT / "config/ros/sim_eval.yaml"
+    config = tmp_path / "plan.yaml"
+    config.write_text(yaml.safe_dump({"policies": [{"type": "expert"}], "tasks": [0], "episodes": 1}))
+    plan = Plan("t", {}, params, (
+        NodeSpec("graph_publisher", "graph_publisher", {"input": str(tmp_path / "missing.jsonl")}),
+        NodeSpec("evaluator", "evaluator", {"config": str(config), "output_dir": str(tmp_path / "out"),
+                                            "wait_for_nodes": ["graph_publisher"]}),
+    ), {}, main="evaluator")
+    proc = _launch_in_child(plan, ros_domain_id)
+    time.sleep(1.0)
+    kids = _children(proc.pid)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    assert "graph_publisher (exit" in out
+    assert not any(_alive(k) for k in kids), out
