@@ -107,3 +107,23 @@ def test_unknown_task_and_profile():
         make_backend(12)
     with pytest.raises(ValueError, match="unknown render profile 'pretty'"):
         make_backend(0, render_profile="pretty")
+
+
+def test_reference_profile_matches_lerobots_env(backends):
+    """With the reference profile and no perturbation, observations equal LeRobot's own LIBERO env's."""
+    from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig
+    from lerobot.envs.libero import LiberoEnv
+
+    from sgvla.sim.tasks import libero_suite
+
+    ours = backends(1, render_profile="reference", image_size=32).reset(seed=0).raw
+    config = LiberoEnvConfig(task="libero_spatial", observation_height=32, observation_width=32)
+    env = LiberoEnv(libero_suite(), 1, "libero_spatial", camera_name=config.camera_name, episode_index=0,
+                    **{k: v for k, v in config.gym_kwargs.items() if k != "task_ids"})
+    try:
+        theirs, _ = env.reset(seed=0)
+    finally:
+        env.close()
+    for key in ("image", "image2"):
+        np.testing.assert_array_equal(ours["pixels"][key], theirs["pixels"][key])
+    np.testing.assert_array_equal(ours["robot_state"]["eef"]["pos"], theirs["robot_state"]["eef"]["pos"])
