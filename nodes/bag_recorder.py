@@ -13,7 +13,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from sgvla.nodegraph.bag import BagWriter
-from sgvla_ros.graph_io import run_node
+from sgvla_ros.runtime import run_node
 
 SKIP = ("/rosout", "/parameter_events")
 

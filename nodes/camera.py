@@ -7,11 +7,10 @@ calibration file, scaled to the stream's resolution. QoS: sensor data (best effo
 An unplugged camera is reopened every ``reconnect_s``; publishing resumes when frames come back.
 """
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
-from sgvla_ros.qos import SENSOR
+from sgvla_ros.runtime import run_node
+from sgvla_ros.qos import QOS
 
 from sgvla.hardware.calibration import load_camera_calibration
 from sgvla.hardware.cameras import Camera
@@ -38,11 +37,11 @@ class CameraNode(Node):
             self.info.header.frame_id = config.frame_id
         else:
             self.get_logger().warning(f"camera {name}: no calibration file, so no camera_info")
-        self.image_pub = self.create_publisher(Image, f"{name}/image_raw", SENSOR)
-        self.info_pub = self.create_publisher(CameraInfo, f"{name}/camera_info", SENSOR)
+        self.image_pub = self.create_publisher(Image, f"{name}/image_raw", QOS["sensor"])
+        self.info_pub = self.create_publisher(CameraInfo, f"{name}/camera_info", QOS["sensor"])
         if config.depth:
-            self.depth_pub = self.create_publisher(Image, f"{name}/depth/image_raw", SENSOR)
-            self.depth_info_pub = self.create_publisher(CameraInfo, f"{name}/depth/camera_info", SENSOR)
+            self.depth_pub = self.create_publisher(Image, f"{name}/depth/image_raw", QOS["sensor"])
+            self.depth_info_pub = self.create_publisher(CameraInfo, f"{name}/depth/camera_info", QOS["sensor"])
         self.camera = Camera(config, reconnect_s=self.get_parameter("reconnect_s").value).start()
         self.published = 0
         self.create_timer(0.5 / config.fps, self.publish_latest)  # twice the frame rate: no frame waits long
@@ -80,15 +79,7 @@ class CameraNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = CameraNode()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    raise SystemExit(run_node(CameraNode, args))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from sgvla.nodegraph.evaluation import TopicEvaluation, load_eval_config
 from sgvla_interfaces.msg import EpisodeResult, PolicyReport, SimState
 from sgvla_interfaces.msg import EpisodeSpec as EpisodeSpecMsg
 from sgvla_interfaces.srv import ResetEpisode
-from sgvla_ros.graph_io import QOS, NodeExit, run_node
+from sgvla_ros.qos import QOS
+from sgvla_ros.runtime import NodeExit, run_node
 
 
 class Evaluator(Node):

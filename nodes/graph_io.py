@@ -3,33 +3,13 @@ profiles by the names of the topic table (`sgvla.launch_plan.QOS`), message <-> 
 the run loop of a node."""
 
 import array
-import time
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time
-from rclpy.executors import ExternalShutdownException
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
 from sgvla.nodegraph import codec
 from sgvla_interfaces.msg import GraphContext, SceneGraph, SimState, Triplet
-
-
-def _qos(depth: int, reliable: bool = True, latched: bool = False) -> QoSProfile:
-    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
-
-
-QOS = {
-    "control": _qos(10, latched=True),
-    "latched": _qos(1, latched=True),
-    "reliable": _qos(10),
-    "frames": _qos(2),
-    "sensor": _qos(5, reliable=False),
-    "clock": _qos(1, reliable=False),
-}
 
 
 def stamp(seconds: float) -> Time:
@@ -141,41 +121,3 @@ def camera_info_msg(K: np.ndarray, width: int, height: int, header) -> CameraInf
     P[:, :3] = K
     msg.p = P.reshape(-1)
     return msg
-
-
-# -- running a node -------------------------------------------------------------------------------
-
-class NodeExit(Exception):
-    """Raised from a callback to end the node's spin with an exit code."""
-
-    def __init__(self, code: int = 0):
-        super().__init__(code)
-        self.code = code
-
-
-def run_node(factory, args=None) -> int:
-    """`rclpy.init`, build the node, spin until shutdown or `NodeExit`; returns the exit code."""
-    rclpy.init(args=args)
-    node = None
-    code = 0
-    try:
-        node = factory()
-        rclpy.spin(node)
-    except NodeExit as e:
-        code = e.code
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return code
-
-
-def wait_until(predicate, timeout_s: float, period_s: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(period_s)
-    return True

@@ -3,14 +3,13 @@
 import json
 from pathlib import Path
 
-import rclpy
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from sgvla_interfaces.msg import SceneGraph
+from sgvla_ros.runtime import run_node
 from sgvla_ros.conversions import record_to_msg
-from sgvla_ros.qos import RELIABLE
+from sgvla_ros.qos import QOS
 
 
 class GraphPublisher(Node):
@@ -25,7 +24,7 @@ class GraphPublisher(Node):
             raise FileNotFoundError(f"graph_publisher: input file not found: '{path}'")
         self.records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         self.wait_for = self.get_parameter("wait_for_subscribers").value
-        self.publisher = self.create_publisher(SceneGraph, self.get_parameter("topic").value, RELIABLE)
+        self.publisher = self.create_publisher(SceneGraph, self.get_parameter("topic").value, QOS["reliable"])
         self.index = 0
         self.timer = self.create_timer(1.0 / self.get_parameter("rate_hz").value, self.tick)
 
@@ -44,15 +43,7 @@ class GraphPublisher(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = GraphPublisher()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    raise SystemExit(run_node(GraphPublisher, args))
 
 
 if __name__ == "__main__":

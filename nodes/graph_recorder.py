@@ -3,13 +3,12 @@
 import json
 from pathlib import Path
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from sgvla_interfaces.msg import SceneGraph
+from sgvla_ros.runtime import run_node
 from sgvla_ros.conversions import msg_to_record
-from sgvla_ros.qos import RELIABLE
+from sgvla_ros.qos import QOS
 
 
 class GraphRecorder(Node):
@@ -21,7 +20,7 @@ class GraphRecorder(Node):
         self.count = self.get_parameter("count").value
         self.received = 0
         self.file = Path(self.get_parameter("output").value).open("a", encoding="utf-8")
-        self.create_subscription(SceneGraph, self.get_parameter("topic").value, self.on_graph, RELIABLE)
+        self.create_subscription(SceneGraph, self.get_parameter("topic").value, self.on_graph, QOS["reliable"])
 
     def on_graph(self, msg: SceneGraph):
         self.file.write(json.dumps(msg_to_record(msg)) + "\n")
@@ -36,15 +35,7 @@ class GraphRecorder(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = GraphRecorder()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    raise SystemExit(run_node(GraphRecorder, args))
 
 
 if __name__ == "__main__":

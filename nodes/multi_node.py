@@ -17,7 +17,7 @@ import yaml
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
-from sgvla_ros.graph_io import NodeExit
+from sgvla_ros.runtime import NodeExit
 
 DRAIN_S = 0.5
 

@@ -10,19 +10,16 @@ the newest goal always arrives and an old one never queues behind it; the leader
 with the same profile so that remapping ``joint_commands`` to ``leader/joint_states`` teleoperates.
 """
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from sgvla_ros.qos import SENSOR
+from sgvla_ros.runtime import run_node
+from sgvla_ros.qos import QOS
 
 from sgvla.hardware.arm import ArmFault, FollowerArm
 from sgvla.hardware.config import load_hardware_config
 from sgvla.hardware.joints import JOINTS, from_radians, to_radians
 from sgvla.hardware.safety import UnsafeCommand
 
-COMMANDS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
 def arm_overrides(node: Node, role: str) -> dict:
@@ -47,8 +44,8 @@ class SO101Arm(Node):
         rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "follower"))
         self.arm = FollowerArm(rig.follower, rig.safety)
         self.arm.connect()
-        self.publisher = self.create_publisher(JointState, "joint_states", SENSOR)
-        self.create_subscription(JointState, "joint_commands", self.on_command, COMMANDS)
+        self.publisher = self.create_publisher(JointState, "joint_states", QOS["sensor"])
+        self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
         self.create_timer(1.0 / rig.control_rate_hz, self.tick)
         self.get_logger().info(f"follower on {rig.follower.port} at {rig.control_rate_hz:g} Hz")
 
@@ -73,15 +70,7 @@ class SO101Arm(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = SO101Arm()
-    try:
-        rclpy.spin(node)  # an arm fault leaves as SystemExit(1), after torque off below
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    raise SystemExit(run_node(SO101Arm, args))
 
 
 if __name__ == "__main__":

@@ -5,11 +5,11 @@ QoS, so the follower teleoperates when its ``joint_commands`` is remapped there 
 ``teleop:=true``). Torque stays off; a motor that stops answering ends the node.
 """
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from sgvla_ros.so101_arm import COMMANDS, arm_overrides, joint_state
+from sgvla_ros.runtime import run_node
+from sgvla_ros.qos import QOS
+from sgvla_ros.so101_arm import arm_overrides, joint_state
 
 from sgvla.hardware.arm import ArmFault, LeaderArm
 from sgvla.hardware.config import load_hardware_config
@@ -25,7 +25,7 @@ class SO101Leader(Node):
         rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "leader"))
         self.arm = LeaderArm(rig.leader)
         self.arm.connect()
-        self.publisher = self.create_publisher(JointState, "leader/joint_states", COMMANDS)
+        self.publisher = self.create_publisher(JointState, "leader/joint_states", QOS["commands"])
         self.create_timer(1.0 / rig.control_rate_hz, self.tick)
         self.get_logger().info(f"leader on {rig.leader.port} at {rig.control_rate_hz:g} Hz")
 
@@ -43,15 +43,7 @@ class SO101Leader(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = SO101Leader()
-    try:
-        rclpy.spin(node)  # an arm fault leaves as SystemExit(1), after torque off below
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    raise SystemExit(run_node(SO101Leader, args))
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ when the episodes are recorded or on quit; an unsaved episode is never written.
 import sys
 from pathlib import Path
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from sgvla_ros.qos import RELIABLE, SENSOR
+from sgvla_ros.runtime import run_node
+from sgvla_ros.qos import QOS
 from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import String
 
@@ -73,8 +72,8 @@ class TeleopRecorderNode(Node):
         self.recorder = TeleopRecorder(self.follower, self.leader, self.cameras, self.store, param("task"), fps,
                                        self.keys, param("episodes"), param("episode_time_s"), param("reset_time_s"),
                                        param("auto_start"))
-        self.publisher = self.create_publisher(JointState, "joint_states", SENSOR)
-        self.create_subscription(String, "record_control", self.on_control, RELIABLE)
+        self.publisher = self.create_publisher(JointState, "joint_states", QOS["sensor"])
+        self.create_subscription(String, "record_control", self.on_control, QOS["reliable"])
         self.create_timer(1.0 / fps, self.tick)
         self.get_logger().info(f"{HELP} (or publish them on record_control); dataset {param('root')} "
                                f"has {self.store.episodes} episode(s)")
@@ -102,18 +101,7 @@ class TeleopRecorderNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = TeleopRecorderNode()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except SystemExit as e:
-        if e.code:
-            raise
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    raise SystemExit(run_node(TeleopRecorderNode, args))
 
 
 if __name__ == "__main__":

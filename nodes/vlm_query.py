@@ -6,8 +6,6 @@ blocks the camera or the control loop.
 """
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
@@ -16,8 +14,9 @@ from sgvla.vlm.config import load_client_config, make_vlm
 from sgvla.vlm.live import LatestFrameWorker
 from sgvla.vlm.prompts import DEFAULT_PROMPT, canonical_camera, load_prompt
 from sgvla_interfaces.msg import SceneGraph
+from sgvla_ros.runtime import run_node
 from sgvla_ros.conversions import record_to_msg
-from sgvla_ros.qos import RELIABLE, SENSOR
+from sgvla_ros.qos import QOS
 
 CHANNELS = {"rgb8": (3, False), "bgr8": (3, True), "rgba8": (4, False), "bgra8": (4, True), "mono8": (1, False)}
 
@@ -54,8 +53,8 @@ class VLMQuery(Node):
         self.prompt = load_prompt(param("prompt"))
         vlm = make_vlm(load_client_config(param("client")), self.prompt, self.ontology)
         self.worker = LatestFrameWorker(vlm, param("rate_hz"))
-        self.publisher = self.create_publisher(SceneGraph, param("topic"), RELIABLE)
-        self.create_subscription(Image, param("image_topic"), self.on_image, SENSOR)
+        self.publisher = self.create_publisher(SceneGraph, param("topic"), QOS["reliable"])
+        self.create_subscription(Image, param("image_topic"), self.on_image, QOS["sensor"])
         self.published = None
         self.create_timer(0.02, self.publish_latest)
 
@@ -87,15 +86,7 @@ class VLMQuery(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = VLMQuery()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    raise SystemExit(run_node(VLMQuery, args))
 
 
 if __name__ == "__main__":

@@ -21,14 +21,14 @@ COMMANDS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=H
 WATCH_JOINTS = QOS + """
 import json, time, rclpy
 from sensor_msgs.msg import JointState
-from sgvla_ros.qos import SENSOR
+from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("observer")
 seen = {"follower": [], "leader": []}
 def keep(key):
     return lambda m: seen[key].append((list(m.name), list(m.position)))
-node.create_subscription(JointState, "joint_states", keep("follower"), SENSOR)
-node.create_subscription(JointState, "leader/joint_states", keep("leader"), SENSOR)
+node.create_subscription(JointState, "joint_states", keep("follower"), QOS["sensor"])
+node.create_subscription(JointState, "leader/joint_states", keep("leader"), QOS["sensor"])
 deadline = time.monotonic() + 150
 while min(len(v) for v in seen.values()) < 45 and time.monotonic() < deadline:
     rclpy.spin_once(node, timeout_sec=0.1)
@@ -128,7 +128,7 @@ def test_teleoperation_safety_and_fault_through_the_nodes(tmp_path, rig, ros_env
 WATCH_CAMERA = """
 import json, time, rclpy
 from sensor_msgs.msg import CameraInfo, Image
-from sgvla_ros.qos import SENSOR
+from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("observer")
 got = {}
@@ -138,7 +138,7 @@ def keep(topic):
     return cb
 for topic, kind in [("agentview/image_raw", Image), ("agentview/camera_info", CameraInfo),
                     ("agentview/depth/image_raw", Image)]:
-    node.create_subscription(kind, topic, keep(topic), SENSOR)
+    node.create_subscription(kind, topic, keep(topic), QOS["sensor"])
 deadline = time.monotonic() + 120
 while len(got) < 3 and time.monotonic() < deadline:
     rclpy.spin_once(node, timeout_sec=0.1)

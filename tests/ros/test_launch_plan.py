@@ -92,7 +92,7 @@ def test_bad_arguments(args, message):
 
 
 def test_topic_table_names_known_nodes_and_qos():
-    from sgvla_ros.graph_io import QOS as PROFILES
+    from sgvla_ros.qos import QOS as PROFILES
 
     assert set(PROFILES) == set(QOS)
     known = set(EXECUTABLES)

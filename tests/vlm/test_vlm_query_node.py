@@ -11,10 +11,10 @@ pytestmark = pytest.mark.ros
 IMAGE_PUBLISHER = """
 import sys, rclpy
 from sensor_msgs.msg import Image
-from sgvla_ros.qos import SENSOR
+from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("camera_stub")
-pub = node.create_publisher(Image, "image", SENSOR)
+pub = node.create_publisher(Image, "image", QOS["sensor"])
 msg = Image(height=32, width=48, encoding="bgr8", step=48 * 3 + 4, data=bytes((48 * 3 + 4) * 32))
 node.create_timer(0.05, lambda: pub.publish(msg))
 rclpy.spin(node)
