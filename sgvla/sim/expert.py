@@ -9,9 +9,9 @@ task's goal, ``(On bowl plate)``; a prompt-grounded policy can reuse the
 controller with a bowl it resolved itself.
 
 Phases: approach above the grasp point, descend, grip, lift to a height where
-the bowl clears every other object, carry over the plate (keeping the offset
-between gripper and bowl measured at the grip), lower until the bowl nearly
-touches the plate, release, retreat. A waypoint ends when reached, when the
+the bowl clears every other object, carry the bowl (wherever it hangs in the
+gripper) over the plate, lower until it nearly touches the plate, release,
+retreat. A waypoint ends when reached, when the
 gripper stalls, or after ``segment_steps``; an integral term removes the OSC's
 steady-state offset.
 """
@@ -120,7 +120,6 @@ class PickPlaceController:
         self._candidates: list[tuple[float, np.ndarray]] = []  # (turn, direction), best first
         self._direction = np.array([0.0, 1.0, 0.0])
         self._rest_bottom = 0.0  # bowl bottom before the grasp
-        self._grip_offset = np.zeros(3)  # bowl body minus gripper, measured once gripped
         self._carry_z = 0.0
 
     @property
@@ -139,7 +138,6 @@ class PickPlaceController:
         self._trail.clear()
         if self.phase == "lift":
             bowl = _extent(scene, self.target_object)
-            self._grip_offset = bowl.center - scene.eef_pos
             others = max(_extent(scene, n).top for n in scene.objects if n != self.target_object)
             hang = scene.eef_pos[2] - bowl.bottom
             self._carry_z = max(others + self.params.clearance + hang, scene.eef_pos[2])
@@ -179,15 +177,14 @@ class PickPlaceController:
             return (grasp + [0.0, 0.0, p.hover] if self.phase == "approach" else grasp), OPEN
         if self.phase in ("grip", "release"):
             return scene.eef_pos, CLOSE if self.phase == "grip" else OPEN
-        plate = _extent(scene, self.place_object)
-        above_plate = np.r_[plate.center[:2] - self._grip_offset[:2], self._carry_z]
         if self.phase == "lift":
             return np.r_[scene.eef_pos[:2], self._carry_z], CLOSE
+        bowl, plate = _extent(scene, self.target_object), _extent(scene, self.place_object)
+        above_plate = plate.center[:2] - (bowl.center[:2] - scene.eef_pos[:2])  # the bowl hangs where it hangs now
         if self.phase == "carry":
-            return above_plate, CLOSE
+            return np.r_[above_plate, self._carry_z], CLOSE
         if self.phase == "lower":
-            hang = scene.eef_pos[2] - _extent(scene, self.target_object).bottom
-            return np.r_[above_plate[:2], plate.top + p.release_gap + hang], CLOSE
+            return np.r_[above_plate, plate.top + p.release_gap + scene.eef_pos[2] - bowl.bottom], CLOSE
         return np.r_[scene.eef_pos[:2], self._carry_z], OPEN  # retreat, done
 
     def _finished(self, error: np.ndarray, scene: SceneState) -> bool:
