@@ -28,11 +28,16 @@ def _fmt_rate(r: Rate) -> str:
     return "n/a" if r.n == 0 else f"{100 * r.value:.1f} ({r.successes}/{r.n})"
 
 
-def summarize(records: Iterable[dict]) -> tuple[list[str], list[str], dict]:
-    """(policies, modes, {(task, perturbation): {(policy, mode): Cell}}) with the baseline mode first."""
-    outcomes: dict = defaultdict(dict)  # (task, pert, policy, mode) -> {seed: success}
+def summarize(records: Iterable[dict], overall: bool = False) -> tuple[list[str], list[str], dict]:
+    """(policies, modes, {(task, perturbation): {(policy, mode): Cell}}) with the baseline mode first.
+
+    Episodes pair up across modes by (task, perturbation, seed); `overall` pools every task into
+    one row, keyed (-1, "all")."""
+    outcomes: dict = defaultdict(dict)  # (task, pert, policy, mode) -> {(task, pert, seed): success}
     for r in records:
-        outcomes[(int(r["task_id"]), r["perturbation"], r["policy"], r["mode"])][int(r["seed"])] = bool(r["success"])
+        task, pert = int(r["task_id"]), r["perturbation"]
+        row = (-1, "all") if overall else (task, pert)
+        outcomes[(*row, r["policy"], r["mode"])][(task, pert, int(r["seed"]))] = bool(r["success"])
     policies = sorted({k[2] for k in outcomes})
     modes = sorted({k[3] for k in outcomes}, key=lambda m: (m != BASELINE, m))
     table: dict = defaultdict(dict)
@@ -49,7 +54,7 @@ def summarize(records: Iterable[dict]) -> tuple[list[str], list[str], dict]:
 
 
 def _overall(records: list[dict]) -> dict:
-    return summarize([{**r, "task_id": -1, "perturbation": "all"} for r in records])[2]
+    return summarize(records, overall=True)[2]
 
 
 def markdown_table(records: Iterable[dict]) -> str:

@@ -62,3 +62,17 @@ def test_results_corrupt_line_names_the_file(tmp_path):
     path.write_text("not json\n")
     with pytest.raises(ValueError, match="episodes.jsonl:1"):
         ResultsFile(path)
+
+
+def test_report_pairs_by_seed_and_pools_tasks():
+    from sgvla.eval.report import csv_rows, markdown_table
+
+    records = [{"policy": "p", "task_id": t, "perturbation": "x", "mode": m, "seed": s,
+                "success": m == "scene_graph" or (t == 1 and s == 0)}
+               for t in (0, 1) for s in (0, 1, 2) for m in ("standard", "scene_graph")]
+    rows = {(r["task_id"], r["mode"]): r for r in csv_rows(records)}
+    assert (rows[("all", "standard")]["successes"], rows[("all", "standard")]["episodes"]) == (1, 6)
+    assert (rows[("all", "scene_graph")]["successes"], rows[("all", "scene_graph")]["episodes"]) == (6, 6)
+    assert rows[("all", "scene_graph")]["delta_pp"] == pytest.approx(100 * 5 / 6, abs=0.01)
+    assert rows[("all", "scene_graph")]["mcnemar_p"] == pytest.approx(2 * 0.5**5, abs=1e-4)
+    assert "| all | all | 16.7 (1/6) | 100.0 (6/6) | +83.3 (p=0.062) |" in markdown_table(records)
