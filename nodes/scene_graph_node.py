@@ -18,9 +18,11 @@ from sgvla.nodegraph.codec import light_modules
 from sgvla.nodegraph.episode import view_graphs
 from sgvla.scene_graph import format_prompt_context, load_ontology
 from sgvla_interfaces.msg import GraphContext, SceneGraph, SimState
+from sgvla_ros.graph_io import (
+    image_msg, payload_of, scene_graph_msg, stamp_key, stored_image_of, stored_to_upright, view_graph_to_msg,
+)
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
-from sgvla_ros.graph_io import image_msg, payload_of, scene_graph_msg, stamp_key, stored_image_of, stored_to_upright, view_graph_to_msg
 
 KEEP = 8  # graphs and images kept per camera to pair overlays
 

@@ -18,9 +18,9 @@ from std_msgs.msg import Header, String
 from sgvla.nodegraph.episode import HOLD_ACTION, SimSession, SimSettings, object_aabbs
 from sgvla_interfaces.msg import Action, ObjectState, ObjectStates, SimState
 from sgvla_interfaces.srv import ResetEpisode
+from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, state_to_msg, stored_to_upright
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
-from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, state_to_msg, stored_to_upright
 
 
 class SimBridge(Node):

@@ -24,9 +24,9 @@ from sgvla.policies.registry import PolicySpec
 from sgvla.scene_graph import load_ontology
 from sgvla_interfaces.msg import Action, GraphContext, PolicyReport, PromptContext, SimState
 from sgvla_interfaces.msg import EpisodeSpec as EpisodeSpecMsg
+from sgvla_ros.graph_io import payload_of, stamp_key, stored_image_of, view_graph_of
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
-from sgvla_ros.graph_io import payload_of, stamp_key, stored_image_of, view_graph_of
 
 KEEP = 64  # buffered messages per kind
 

@@ -81,6 +81,7 @@ QOS = {
               "subscribers still match",
     "sensor": "sensor data: best effort, volatile, keep last 5 (latest frame wins)",
     "clock": "best effort, keep last 1 (what rclpy's time source subscribes with)",
+    "commands": "reliable, volatile, keep last 1: the newest arm goal arrives, stale ones never queue",
 }
 
 
@@ -112,13 +113,15 @@ TOPICS = (
     Topic("camera/{camera}/image_raw", "sensor_msgs/msg/Image", "frames", "{camera}_optical_frame", ("sim_bridge",),
           ("vla_policy", "scene_graph"),
           "rgb8, upright (the simulator's rows turned 180 degrees, as policies and VLMs see them); "
-          "published when the episode renders images"),
+          "published when the episode renders images; vla_policy reads them for learned policies, scene_graph "
+          "for overlays"),
     Topic("camera/{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "frames", "{camera}_optical_frame",
           ("sim_bridge",), (), "pinhole intrinsics of the published image, no distortion"),
     Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world", ("scene_graph",), (),
           "ground-truth graph of the camera's visible objects (source=ground_truth)"),
     Topic("graph_context/{camera}", "sgvla_interfaces/msg/GraphContext", "control", "world", ("scene_graph",),
-          ("vla_policy",), "graph, boxes and serialized context text per (episode, step)"),
+          ("vla_policy",), "graph, boxes and serialized context text per (episode, step); vla_policy reads the "
+                           "episode's view"),
     Topic("scene_graph/{camera}/overlay", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
           ("scene_graph",), (), "the camera image with boxes and the manipulated object's triplets drawn"),
     Topic("prompt", "sgvla_interfaces/msg/PromptContext", "reliable", "", ("vla_policy",), (),
@@ -134,16 +137,38 @@ TOPICS = (
 )
 
 
+NODE_ROLES = {
+    "sim_bridge": "owns the simulator (LIBERO; the SO101 MuJoCo scene later): state, images, clock; steps on "
+                  "actions (lock-step or free-running); serves reset_episode",
+    "scene_graph": "live ground-truth graph per camera from the state; serialized context; overlays",
+    "vla_policy": "composes the prompt per context mode, runs the policy (scripted or LeRobot VLA), publishes "
+                  "actions and its prompt token budget use",
+    "evaluator": "runs the plan of `sgvla eval` over the graph: reset, watch success and step limits, write the "
+                 "same JSONL records and report",
+    "bag_recorder": "with `--record`: every topic into a rosbag2 folder (MCAP)",
+    "vlm_query": "camera image in, SceneGraph (source=vlm) out (not in sim_eval yet)",
+}
+# Endpoints of nodes whose topic names are parameters.
+OTHER_ENDPOINTS = {"bag_recorder": ("-", "every topic (or its `topics`)"),
+                   "vlm_query": ("`scene_graph` (parameter `topic`)", "`image` (parameter `image_topic`)")}
+
+
 def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")) -> str:
-    """The README's Markdown table of nodes, topics, types, QoS and frame ids."""
-    rows = ["| topic | type | QoS | frame_id | publisher | subscribers | what |", "|---|---|---|---|---|---|---|"]
+    """The README's Markdown tables: nodes, then topics with types, QoS and frame ids."""
+    rows = ["| node (executable) | role | publishes | subscribes |", "|---|---|---|---|"]
+    for node, role in NODE_ROLES.items():
+        pubs = [f"`{t.name}`" for t in TOPICS if node in t.publishers]
+        subs = [f"`{t.name}`" for t in TOPICS if node in t.subscribers]
+        pubs_text, subs_text = OTHER_ENDPOINTS.get(node, (", ".join(pubs) or "-", ", ".join(subs) or "-"))
+        rows.append(f"| `{node}` | {role} | {pubs_text} | {subs_text} |")
+    rows += ["", "| topic | type | QoS | frame_id | publisher | subscribers | what |", "|---|---|---|---|---|---|---|"]
     for t in TOPICS:
-        qos = "service" if t.qos == "service" else f"{t.qos}: {QOS[t.qos]}"
-        rows.append(f"| `{t.name}` | `{t.type}` | {qos} | {f'`{t.frame_id}`' if t.frame_id else '-'} | "
+        rows.append(f"| `{t.name}` | `{t.type}` | {t.qos} | {f'`{t.frame_id}`' if t.frame_id else '-'} | "
                     f"{', '.join(t.publishers)} | {', '.join(t.subscribers) or '(tools, recorder)'} | {t.what} |")
-    rows.append(f"\n`{{camera}}`: each camera the episode observes, e.g. {', '.join(cameras)}. Every topic is "
-                "relative (a launch namespace applies) except `/clock`; bag_recorder (with `--record`) subscribes "
-                "to all of them.")
+    rows.append("")
+    rows += [f"- QoS `{name}`: {text}" for name, text in QOS.items()]
+    rows.append(f"- `{{camera}}`: each camera the episode observes, e.g. {', '.join(cameras)}. Every name is relative "
+                "(a launch namespace applies) except `/clock`; bag_recorder subscribes to all topics.")
     return "\n".join(rows)
 
 

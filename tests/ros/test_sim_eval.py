@@ -53,7 +53,7 @@ def runs(tmp_path_factory):
     t0 = time.monotonic()
     procs = {
         "topics": subprocess.Popen([*prefix, *launch, f"eval_config:={config}", f"output_dir:={tmp / 'topics'}",
-                                    "--record", str(tmp / "bag"), "--domain-id", str(d1)],
+                                    "render_images:=false", "--record", str(tmp / "bag"), "--domain-id", str(d1)],
                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
         "short": subprocess.Popen([*launch, f"eval_config:={short}", "--record", str(tmp / "short_bag"),
                                    "--single-process", "--domain-id", str(d2)],
@@ -145,25 +145,30 @@ def test_plan_run_recorded_every_step(runs):
 
 def test_running_graph_matches_the_topic_table(runs):
     tmp, _, _ = runs
-    graph = json.loads((tmp / "topics" / "ros_graph.json").read_text())["topics"]
-    cameras = ("agentview", "robot0_eye_in_hand")
+    plan = json.loads((tmp / "topics" / "ros_graph.json").read_text())["topics"]  # no images rendered
+    short = json.loads((tmp / "short" / "ros_graph.json").read_text())["topics"]  # images and overlays
     for t in TOPICS:
         if t.qos == "service":
             continue
-        for camera in cameras if "{camera}" in t.name else (None,):
+        for camera in ("agentview", "robot0_eye_in_hand") if "{camera}" in t.name else (None,):
             name = t.name.format(camera=camera)
             name = name if name.startswith("/") else "/" + name
+            graph = short if "image_raw" in name or "overlay" in name else plan
             assert name in graph, name
             assert graph[name]["types"] == [t.type], name
             pubs = {e["node"] for e in graph[name]["publishers"]}
             subs = {e["node"] for e in graph[name]["subscribers"]}
             assert set(t.publishers) <= pubs <= set(t.publishers) | {"bag_recorder"}, (name, pubs)
-            for s in t.subscribers:
-                if s == "vla_policy" and "image_raw" in name:
-                    continue  # the expert reads no images
-                assert s in subs, (name, s, subs)
-            if t.qos == "control":
+            expected = set(t.subscribers)
+            if "image_raw" in name:
+                expected.discard("vla_policy")  # learned policies read images, the expert does not
+            if name.startswith("/graph_context/") and camera != "agentview":
+                expected.discard("vla_policy")  # the policy reads the graph of the plan's view only
+            assert expected <= subs, (name, expected, subs)
+            if t.qos in ("control", "latched"):
                 assert all(e["durability"] == "transient_local" for e in graph[name]["publishers"]), name
+            if t.qos == "sensor":
+                assert all(e["reliability"] == "best_effort" for e in graph[name]["publishers"]), name
 
 
 @pytest.mark.skipif(not LOOPBACK, reason="the loopback check needs root, unshare and tcpdump (CI has them)")
