@@ -4,7 +4,7 @@
 - sensor: camera images and joint states: best effort, latest wins.
 - commands: arm goals: reliable, depth 1, so the newest goal arrives and stale ones never queue.
 - control / latched: episode control and one-off state, kept for late joiners (transient local).
-- frames: lock-step simulation frames, reliable with a short queue.
+- frames: lock-step simulation frames, reliable with a short queue, kept for a policy that subscribes late.
 - clock: /clock, best effort.
 """
 
@@ -23,6 +23,6 @@ QOS = {
     "commands": _qos(1),
     "control": _qos(10, latched=True),
     "latched": _qos(1, latched=True),
-    "frames": _qos(2),
+    "frames": _qos(2, latched=True),
     "clock": _qos(1, reliable=False),
 }

@@ -45,11 +45,13 @@ class VLAPolicy(Node):
         self.declare_parameter("lockstep", True)
         self.declare_parameter("ontology", "libero_spatial")
         self.declare_parameter("preload", ["sgvla.policies.scripted", "sgvla.sim.expert"])  # modules imported now
+        self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # image topics a learned policy reads
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         for module in param("preload"):
             if module:
                 importlib.import_module(module)
         self.lockstep = bool(param("lockstep"))
+        self.cameras = [c for c in param("cameras") if c]
         self.ontology = load_ontology(param("ontology"))
         self.specs: OrderedDict[int, EpisodeSpec] = OrderedDict()
         self.states: OrderedDict[tuple[int, int], SimState] = OrderedDict()
@@ -77,6 +79,8 @@ class VLAPolicy(Node):
         if spec.view not in self.graph_subs:
             self.graph_subs[spec.view] = self.create_subscription(
                 GraphContext, f"graph_context/{spec.view}", lambda m, v=spec.view: self.on_graph(v, m), QOS["control"])
+        if spec.needs_images:  # before the reset: frames are not kept for late subscribers
+            self._subscribe_images(self.cameras)
         self.process()
 
     def on_state(self, msg: SimState):
@@ -183,11 +187,7 @@ class VLAPolicy(Node):
 
     def _images(self, state: SimState, payload) -> dict[str, np.ndarray] | None:
         cameras = list(payload["pixel_keys"])
-        for camera in cameras:
-            if camera not in self.image_subs:
-                qos = QOS["frames"] if self.lockstep else QOS["sensor"]
-                self.image_subs[camera] = self.create_subscription(
-                    Image, f"camera/{camera}/image_raw", lambda m, c=camera: self.on_image(c, m), qos)
+        self._subscribe_images(cameras)
         if self.lockstep:
             frames = self.images.get(stamp_key(state.header.stamp), {})
         else:
@@ -198,6 +198,13 @@ class VLAPolicy(Node):
         if not all(c in frames for c in cameras):
             return None
         return {c: stored_image_of(frames[c]) for c in cameras}
+
+    def _subscribe_images(self, cameras: list[str]) -> None:
+        for camera in cameras:
+            if camera not in self.image_subs:
+                qos = QOS["frames"] if self.lockstep else QOS["sensor"]
+                self.image_subs[camera] = self.create_subscription(
+                    Image, f"camera/{camera}/image_raw", lambda m, c=camera: self.on_image(c, m), qos)
 
     # -- outputs ----------------------------------------------------------------------------------
 

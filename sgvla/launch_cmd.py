@@ -10,6 +10,7 @@ returns the main node's exit code; children die with this process (PR_SET_PDEATH
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import random
 import signal
@@ -163,8 +164,28 @@ def run_single_process(plan: Plan, domain_id: int, log=print) -> int:
             stop({"multi_node": proc})
 
 
+def _options(parser) -> None:
+    parser.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one)")
+    parser.add_argument("--record", metavar="FOLDER", help="record every topic into a rosbag2 folder (MCAP)")
+    parser.add_argument("--single-process", action="store_true", help="all nodes in one process on one executor")
+
+
+def _rest(args) -> None:
+    """Options and name:=value arguments in any order after the launch name (argparse stops at the first)."""
+    inner = argparse.ArgumentParser(prog=f"sgvla launch {args.name}", add_help=False)
+    _options(inner)
+    inner.add_argument("launch_args", nargs="*")
+    ns = inner.parse_intermixed_args(args.rest)
+    args.launch_args = ns.launch_args
+    for key in ("domain_id", "record"):
+        if getattr(ns, key) is not None:
+            setattr(args, key, getattr(ns, key))
+    args.single_process = args.single_process or ns.single_process
+
+
 def run(args) -> int:
     try:
+        _rest(args)
         launch_args = parse_launch_args(args.launch_args)
         if args.record:
             launch_args["record"] = args.record
@@ -191,9 +212,8 @@ def add_parser(sub) -> None:
                        description="Start the nodes of launch/NAME.launch.py with real rclpy on a loopback-only DDS "
                                    "domain; returns the exit code of the main node (the evaluator). Arguments: "
                                    + arg_help)
+    _options(p)
     p.add_argument("name", choices=names)
-    p.add_argument("launch_args", nargs="*", metavar="name:=value", help="launch arguments, as for ros2 launch")
-    p.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one)")
-    p.add_argument("--record", metavar="FOLDER", help="record every topic into a rosbag2 folder (MCAP)")
-    p.add_argument("--single-process", action="store_true", help="all nodes in one process on one executor")
+    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="name:=value",
+                   help="launch arguments as for ros2 launch (options may come between them)")
     p.set_defaults(func=run)

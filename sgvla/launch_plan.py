@@ -77,7 +77,8 @@ QOS = {
                "recorder) still gets the latest",
     "latched": "reliable, transient local, keep last 1: the current value for late joiners",
     "reliable": "reliable, volatile, keep last 10",
-    "frames": "reliable, volatile, keep last 2: lock-step needs every frame; sensor-data (best effort) "
+    "frames": "reliable, transient local, keep last 2: lock-step needs every frame, also when the policy "
+              "subscribes just before the reset; sensor-data (best effort) "
               "subscribers still match",
     "sensor": "sensor data: best effort, volatile, keep last 5 (latest frame wins)",
     "clock": "best effort, keep last 1 (what rclpy's time source subscribes with)",

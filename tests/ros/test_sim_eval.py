@@ -6,7 +6,9 @@ packet check."""
 
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,13 +21,14 @@ import yaml
 from sgvla.launch_plan import TOPICS
 from sgvla.paths import REPO_ROOT
 
-pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 PLAN = {"name": "equivalence", "policies": [{"type": "expert"}], "tasks": [0, 1], "perturbations": "table7",
         "modes": ["standard", "scene_graph"], "episodes": 2, "render_profile": "fast", "image_size": 64,
         "max_steps": 40, "workers": 1}
-# A short rendered episode for the recording: images, overlays, and the single-process launch.
-SHORT = {"name": "recording", "policies": [{"type": "expert"}], "tasks": [0], "perturbations": "table7",
+# A short rendered episode for the recording (images, overlays), with a learned policy (a tiny random ACT: it
+# reads the camera topics), in the single-process launch.
+SHORT = {"name": "recording", "tasks": [0], "perturbations": "table7",
          "modes": ["scene_graph"], "episodes": 1, "render_profile": "fast", "image_size": 64, "max_steps": 3,
          "workers": 1}
 TIMING = {"wall_time_s", "context_ms_per_step"}
@@ -41,35 +44,38 @@ def domain_ids(n: int) -> list[int]:
 def runs(tmp_path_factory):
     """Three runs at once (they share the CPUs, not their waits): the plan in process; the plan over topics
     (processes, recorded, inside the loopback check where possible); a short rendered episode over topics
-    (one process, recorded with images)."""
+    (one process, a tiny learned policy that reads the camera topics, recorded with images and overlays)."""
     tmp = tmp_path_factory.mktemp("equivalence")
     config, short = tmp / "plan.yaml", tmp / "short.yaml"
     config.write_text(yaml.safe_dump({**PLAN, "output_dir": str(tmp / "inprocess")}))
-    short.write_text(yaml.safe_dump({**SHORT, "output_dir": str(tmp / "short")}))
+    short.write_text(yaml.safe_dump({**SHORT, "output_dir": str(tmp / "short"),
+                                     "policies": [{"type": "act", "path": str(tmp / "tiny_act")}]}))
     env = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
     launch = [sys.executable, "-m", "sgvla.cli", "launch", "sim_eval"]
     d1, d2 = domain_ids(2)
     prefix = [str(REPO_ROOT / "scripts" / "check_loopback.sh")] if LOOPBACK else []
+    build_act = [sys.executable, "-m", "sgvla.cli", "make-tiny-policy", "act", str(tmp / "tiny_act")]
+    short_launch = [*launch, f"eval_config:={short}", "--record", str(tmp / "short_bag"), "--single-process",
+                    "--domain-id", str(d2)]
     t0 = time.monotonic()
+    pipes = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     procs = {
         "topics": subprocess.Popen([*prefix, *launch, f"eval_config:={config}", f"output_dir:={tmp / 'topics'}",
                                     "render_images:=false", "--record", str(tmp / "bag"), "--domain-id", str(d1)],
-                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
-        "short": subprocess.Popen([*launch, f"eval_config:={short}", "--record", str(tmp / "short_bag"),
-                                   "--single-process", "--domain-id", str(d2)],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                                   **pipes),
+        "short": subprocess.Popen(["bash", "-c", f"{shlex.join(build_act)} && {shlex.join(short_launch)}"], **pipes),
         "inprocess": subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
-                                       str(tmp / "inprocess.npz")], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True),
+                                       str(tmp / "inprocess.npz")], **pipes),
     }
     logs = {}
     try:
         for name, proc in procs.items():
             logs[name], _ = proc.communicate(timeout=900)
     finally:
-        for proc in procs.values():
+        for proc in procs.values():  # each run is a process group: the launch's nodes go with it
             if proc.poll() is None:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     print(f"three runs: {time.monotonic() - t0:.0f} s")
     for name, proc in procs.items():
         assert proc.returncode == 0, f"{name}:\n{logs[name][-6000:]}"
@@ -123,6 +129,7 @@ def test_recording_shows_graphs_as_text_and_overlays(runs):
                   "/camera/robot0_eye_in_hand/image_raw", "/scene_graph/agentview/overlay"]:
         assert bag[topic], f"nothing recorded on {topic}"
     assert len(bag["/action"]) == 3 and len(bag["/sim/state"]) == 4 and len(bag["/eval/result"]) == 1
+    assert len(bag["/camera/agentview/image_raw"]) == 4  # every step's frame, on which the policy acted
     context = bag["/graph_context/agentview"][0]
     assert "Scene graph:" in context.text and len(context.graph.triplets) > 0
     assert "Current simulator semantic context" in bag["/prompt"][0].prompt
@@ -160,12 +167,10 @@ def test_running_graph_matches_the_topic_table(runs):
             subs = {e["node"] for e in graph[name]["subscribers"]}
             assert set(t.publishers) <= pubs <= set(t.publishers) | {"bag_recorder"}, (name, pubs)
             expected = set(t.subscribers)
-            if "image_raw" in name:
-                expected.discard("vla_policy")  # learned policies read images, the expert does not
             if name.startswith("/graph_context/") and camera != "agentview":
                 expected.discard("vla_policy")  # the policy reads the graph of the plan's view only
             assert expected <= subs, (name, expected, subs)
-            if t.qos in ("control", "latched"):
+            if t.qos in ("control", "latched", "frames"):
                 assert all(e["durability"] == "transient_local" for e in graph[name]["publishers"]), name
             if t.qos == "sensor":
                 assert all(e["reliability"] == "best_effort" for e in graph[name]["publishers"]), name
