@@ -1,11 +1,12 @@
-"""A scene graph drawn on its camera image (OpenCV): object boxes with names, and the triplets of the
-manipulated object (what the scene_graph context mode shows a policy) in a panel beside the image."""
+"""A scene graph drawn on its camera image (OpenCV): object boxes with their ids, and the triplets of the
+manipulated object (what the scene_graph context mode shows a policy) in a panel beside the image. Ids
+keep their instance suffix (two black bowls stay apart)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from sgvla.scene_graph import Ontology, ViewGraph, display_name
+from sgvla.scene_graph import Ontology, ViewGraph
 
 PANEL_WIDTH = 360
 MIN_HEIGHT = 384
@@ -35,13 +36,12 @@ def draw_overlay(image: np.ndarray, view_graph: ViewGraph, ontology: Ontology | 
         x1, y1, x2, y2 = policy_frame_box(box, w, h) if boxes_stored else tuple(int(c) for c in box)
         color = _COLORS[i % len(_COLORS)]
         cv2.rectangle(canvas, (x1 * scale, y1 * scale), (x2 * scale - 1, y2 * scale - 1), color, 1)
-        cv2.putText(canvas, display_name(name), (x1 * scale + 2, max(y1 * scale - 3, 10)), cv2.FONT_HERSHEY_SIMPLEX,
+        cv2.putText(canvas, name, (x1 * scale + 2, max(y1 * scale - 3, 10)), cv2.FONT_HERSHEY_SIMPLEX,
                     0.35, color, 1, cv2.LINE_AA)
     graph = view_graph.graph
     subject = ontology.manipulated if ontology is not None else None
     shown = graph.filter_subject(subject) if subject and len(graph.filter_subject(subject)) else graph
-    lines = [f"{view_graph.camera}: {len(graph)} triplets", *(f"{display_name(s)} {r} {display_name(o)}"
-                                                             for s, r, o in shown)]
+    lines = [f"{view_graph.camera}: {len(graph)} triplets", *(f"{s} {r} {o}" for s, r, o in shown)]
     if len(lines) > max_lines:
         lines = lines[: max_lines - 1] + [f"... {len(lines) - max_lines + 1} more"]
     x0 = w * scale + 6
