@@ -90,3 +90,9 @@ def test_launch_files_name_existing_nodes_and_parameters(launch_file):
         source = (REPO_ROOT / "nodes" / f"{nodes[executable]}.py").read_text()
         for p in params:
             assert f'declare_parameter("{p}"' in source, f"{executable} declares no parameter {p}"
+
+
+def test_readme_topic_table_is_the_launch_plan():
+    from sgvla.launch_plan import topic_table
+
+    assert topic_table() in (REPO_ROOT / "README.md").read_text()
