@@ -42,6 +42,7 @@ setup(
         data("config", "*.yaml"),
         data("config", "*.xml"),
         data("urdf", "*.urdf"),
+        data("urdf/meshes", "*.stl"),
     ],
     install_requires=["setuptools"],
     zip_safe=True,
