@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from sgvla.scene_graph import Camera, GeomBatch, ViewGraph, ground_truth_batch
+from sgvla.scene_graph import ViewGraph, ground_truth_batch
 from sgvla.sim.libero_setup import prepare_libero
 from sgvla.sim.perturbations import PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations
 from sgvla.sim.render import RenderProfile, render_profile
-from sgvla.sim.state import (
-    Boxes, CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
+from sgvla.sim.state import (  # Observation and SceneState are re-exported: they were defined here
+    CameraRig, ObjectIndex, ObstacleIndex, Observation, SceneState, StateLayout, geom_batch, geom_poses, object_index, object_positions,
     obstacle_boxes, obstacle_index, project_state, state_layout,
 )
 from sgvla.sim.tasks import SUITE, TaskInfo, libero_suite, task_info
@@ -73,38 +73,6 @@ class BackendConfig:
     render_images: bool = True
     settle_steps: int = 10  # LeRobot's LiberoEnv num_steps_wait
     max_steps: int = MAX_STEPS
-
-
-@dataclass(frozen=True, eq=False)
-class Observation:
-    """``policy``: the batch a LeRobot policy's preprocessor takes (``observation.images.image``,
-    ``observation.images.image2``, ``observation.state`` 8-D, ``task``); ``images``: camera name ->
-    (H, W, 3) uint8 as LIBERO stores it; ``raw``: LeRobot's LiberoEnv observation."""
-
-    policy: dict[str, Any]
-    images: dict[str, np.ndarray]
-    raw: dict[str, Any]
-    task: str
-
-
-@dataclass(frozen=True, eq=False)
-class SceneState:
-    """Privileged state of one instant: what the scene-graph core and scripted controllers read."""
-
-    objects: tuple[str, ...]
-    positions: np.ndarray  # (N, 3) world positions of the objects' _main bodies
-    geoms: GeomBatch  # one frame
-    cameras: dict[str, Camera]
-    eef_pos: np.ndarray  # (3,)
-    eef_mat: np.ndarray  # (3, 3)
-    gripper_qpos: np.ndarray  # (2,)
-    task: str  # LIBERO's task language (relation rules key on it), not the overridden prompt
-    obstacles: Boxes  # colliding geoms of everything but the robot, for grasp planning
-
-    def position(self, name: str) -> np.ndarray:
-        if name not in self.objects:
-            raise KeyError(f"unknown object {name!r}; the scene has {list(self.objects)}")
-        return self.positions[self.objects.index(name)]
 
 
 @cache

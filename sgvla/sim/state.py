@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -78,13 +79,15 @@ def geom_poses(data: mujoco.MjData, index: ObjectIndex) -> tuple[np.ndarray, np.
             np.array(data.geom_xmat[index.geom_ids], dtype=np.float64).reshape(-1, 3, 3))
 
 
-def geom_batch(model: mujoco.MjModel, index: ObjectIndex, centers: np.ndarray, rotations: np.ndarray) -> GeomBatch:
-    """Geoms over F frames; ``centers`` (F, G, 3), ``rotations`` (F, G, 3, 3). ``geom_size`` serves as half-sizes."""
+def geom_batch(model: mujoco.MjModel, index: ObjectIndex, centers: np.ndarray, rotations: np.ndarray,
+               half_sizes: np.ndarray | None = None) -> GeomBatch:
+    """Geoms over F frames; ``centers`` (F, G, 3), ``rotations`` (F, G, 3, 3). ``half_sizes`` (G, 3)
+    default to ``geom_size``, as the LIBERO reference does."""
     return GeomBatch(
         geom_object=index.geom_object,
         centers=centers,
         rotations=rotations,
-        half_sizes=np.array(model.geom_size[index.geom_ids], dtype=np.float64),
+        half_sizes=np.array(model.geom_size[index.geom_ids] if half_sizes is None else half_sizes, dtype=np.float64),
         n_objects=len(index.names),
     )
 
@@ -119,6 +122,16 @@ class ObstacleIndex:
     half_sizes: np.ndarray
 
 
+def box_half_size(model: mujoco.MjModel, g: int) -> np.ndarray:
+    """Half-extents (3,) of the box bounding geom ``g`` in its frame (``geom_size`` is not one for round geoms)."""
+    kind, size = model.geom_type[g], model.geom_size[g]
+    if kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+        return np.full(3, size[0])
+    if kind in (mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_CAPSULE):
+        return np.array([size[0], size[0], size[1] + (size[0] if kind == mujoco.mjtGeom.mjGEOM_CAPSULE else 0.0)])
+    return np.array(size)
+
+
 def obstacle_index(model: mujoco.MjModel, index: ObjectIndex) -> ObstacleIndex:
     owner_of = dict(zip(index.geom_ids.tolist(), index.geom_object.tolist()))
     ids, owners, halves = [], [], []
@@ -128,22 +141,48 @@ def obstacle_index(model: mujoco.MjModel, index: ObjectIndex) -> ObstacleIndex:
         if not (model.geom_contype[g] or model.geom_conaffinity[g]) or body.startswith(ROBOT_PREFIXES) \
                 or kind == mujoco.mjtGeom.mjGEOM_PLANE:
             continue
-        size = model.geom_size[g]
-        if kind == mujoco.mjtGeom.mjGEOM_SPHERE:
-            half = np.full(3, size[0])
-        elif kind in (mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_CAPSULE):
-            half = np.array([size[0], size[0], size[1] + (size[0] if kind == mujoco.mjtGeom.mjGEOM_CAPSULE else 0.0)])
-        else:
-            half = np.array(size)
         ids.append(g)
         owners.append(owner_of.get(g, -1))
-        halves.append(half)
+        halves.append(box_half_size(model, g))
     return ObstacleIndex(np.asarray(ids, dtype=np.intp), np.asarray(owners, dtype=np.intp), np.asarray(halves).reshape(-1, 3))
 
 
 def obstacle_boxes(data: mujoco.MjData, index: ObstacleIndex) -> Boxes:
     return Boxes(index.owner, np.array(data.geom_xpos[index.geom_ids]),
                  np.array(data.geom_xmat[index.geom_ids]).reshape(-1, 3, 3), index.half_sizes)
+
+
+@dataclass(frozen=True, eq=False)
+class Observation:
+    """What a backend returns each step. LIBERO: ``policy`` is the batch a LeRobot policy's preprocessor
+    takes (``observation.images.image``, ``observation.images.image2``, ``observation.state`` 8-D, ``task``);
+    ``images``: camera name -> (H, W, 3) uint8 as the backend stores it (LIBERO: rows bottom-up, the
+    SO101 twin: upright); ``raw``: the environment's own observation, what policies act on."""
+
+    policy: dict[str, Any]
+    images: dict[str, np.ndarray]
+    raw: dict[str, Any]
+    task: str
+
+
+@dataclass(frozen=True, eq=False)
+class SceneState:
+    """Privileged state of one instant: what the scene-graph core and scripted controllers read."""
+
+    objects: tuple[str, ...]
+    positions: np.ndarray  # (N, 3) world positions of the objects' _main bodies
+    geoms: GeomBatch  # one frame
+    cameras: dict[str, Camera]
+    eef_pos: np.ndarray  # (3,)
+    eef_mat: np.ndarray  # (3, 3)
+    gripper_qpos: np.ndarray  # (2,) Panda fingers, (1,) SO101 jaw
+    task: str  # the suite's task language (relation rules key on it), not an overridden prompt
+    obstacles: Boxes  # colliding geoms of everything but the robot, for grasp planning
+
+    def position(self, name: str) -> np.ndarray:
+        if name not in self.objects:
+            raise KeyError(f"unknown object {name!r}; the scene has {list(self.objects)}")
+        return self.positions[self.objects.index(name)]
 
 
 def camera_id(model: mujoco.MjModel, name: str) -> int:
