@@ -32,6 +32,11 @@ EXECUTABLES = {
     "vlm_query": "vlm_query",
     "graph_publisher": "graph_publisher",
     "graph_recorder": "graph_recorder",
+    "so101_arm": "so101_arm",
+    "so101_leader": "so101_leader",
+    "camera": "camera",
+    "so101_twin": "so101_twin",
+    "dataset_recorder": "dataset_recorder",
 }
 
 
@@ -153,23 +158,71 @@ NODE_ROLES = {
 OTHER_ENDPOINTS = {"bag_recorder": ("-", "every topic (or its `topics`)"),
                    "vlm_query": ("`scene_graph` (parameter `topic`)", "`image` (parameter `image_topic`)")}
 
+# The hardware launch's graph (`hardware`): the SO101 rig, or its MuJoCo twin speaking the same topics.
+# Its own table: TOPICS/NODE_ROLES describe sim_eval (the README's table and sim_eval's graph check).
+HARDWARE_TOPICS = (
+    Topic("joint_states", "sensor_msgs/msg/JointState", "sensor", "", ("so101_arm", "so101_twin"),
+          ("dataset_recorder",), "follower joints (URDF names), radians; the gripper's 0..100 % mapped onto its "
+                                 "URDF limits; at the rig's control rate"),
+    Topic("joint_commands", "sensor_msgs/msg/JointState", "commands", "", (), ("so101_arm", "so101_twin"),
+          "goals in radians, any subset of joints; clamped to the limits, at most max_step per tick ahead, held "
+          "after command_timeout_s without one; with teleop:=leader remapped to leader/joint_states"),
+    Topic("leader/joint_states", "sensor_msgs/msg/JointState", "commands", "", ("so101_leader",),
+          ("so101_arm", "so101_twin", "dataset_recorder"), "the leader arm's joints (radians): teleoperation goals "
+                                                           "and the dataset's action"),
+    Topic("{camera}/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera", "so101_twin"),
+          ("dataset_recorder",), "rgb8 at the camera's fps (twin: rendered upright)"),
+    Topic("{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame",
+          ("camera", "so101_twin"), (), "intrinsics at the stream's resolution (calibration file; twin: the model's)"),
+    Topic("{camera}/depth/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
+          ("camera", "so101_twin"), ("dataset_recorder",), "depth cameras only: 16UC1 millimetres, pixel-aligned "
+                                                           "with color"),
+    Topic("{camera}/depth/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame",
+          ("camera", "so101_twin"), (), "depth cameras only: the color camera's intrinsics"),
+    Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world", ("so101_twin",), (),
+          "twin only: ground-truth graph of the camera's visible objects (source=ground_truth)"),
+    Topic("task", "std_msgs/msg/String", "latched", "", ("so101_twin",), ("dataset_recorder",),
+          "twin only: the task prompt of its task_id (the recorder's task when `task` is empty)"),
+    Topic("record_control", "std_msgs/msg/String", "reliable", "", (), ("dataset_recorder",),
+          "operator commands: start, save, toggle, rerecord, abort, quit"),
+)
 
-def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")) -> str:
+HARDWARE_NODE_ROLES = {
+    "so101_arm": "the follower arm (LeRobot SO101Follower): joint states out, safe position goals in",
+    "so101_leader": "the leader arm, moved by hand: its joints as goals",
+    "camera": "one rig camera (OpenCV, RealSense with aligned depth, synthetic): image, depth, camera_info",
+    "so101_twin": "sim:=true: the SO101 MuJoCo twin in real time instead of arm and cameras, the same topics, "
+                  "plus ground-truth scene graphs and the task",
+    "dataset_recorder": "record:=DIR: joint states, goals and camera images sampled at the control rate into a "
+                        "LeRobot dataset (the layout of `sgvla record`); the launch ends when it is done",
+}
+
+LAUNCH_TOPICS = {"sim_eval": (TOPICS, NODE_ROLES), "hardware": (HARDWARE_TOPICS, HARDWARE_NODE_ROLES)}
+
+
+def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand"), launch: str = "sim_eval") -> str:
     """The README's Markdown tables: nodes, then topics with types, QoS and frame ids."""
+    topics, roles = LAUNCH_TOPICS[launch]
     rows = ["| node (executable) | role | publishes | subscribes |", "|---|---|---|---|"]
-    for node, role in NODE_ROLES.items():
-        pubs = [f"`{t.name}`" for t in TOPICS if node in t.publishers]
-        subs = [f"`{t.name}`" for t in TOPICS if node in t.subscribers]
+    for node, role in roles.items():
+        pubs = [f"`{t.name}`" for t in topics if node in t.publishers]
+        subs = [f"`{t.name}`" for t in topics if node in t.subscribers]
         pubs_text, subs_text = OTHER_ENDPOINTS.get(node, (", ".join(pubs) or "-", ", ".join(subs) or "-"))
         rows.append(f"| `{node}` | {role} | {pubs_text} | {subs_text} |")
     rows += ["", "| topic | type | QoS | frame_id | publisher | subscribers | what |", "|---|---|---|---|---|---|---|"]
-    for t in TOPICS:
+    for t in topics:
         rows.append(f"| `{t.name}` | `{t.type}` | {t.qos} | {f'`{t.frame_id}`' if t.frame_id else '-'} | "
-                    f"{', '.join(t.publishers)} | {', '.join(t.subscribers) or '(tools, recorder)'} | {t.what} |")
+                    f"{', '.join(t.publishers) or '(tools, operator)'} | "
+                    f"{', '.join(t.subscribers) or '(tools, recorder)'} | {t.what} |")
     rows.append("")
-    rows += [f"- QoS `{name}`: {text}" for name, text in QOS.items()]
-    rows.append(f"- `{{camera}}`: each camera the episode observes, e.g. {', '.join(cameras)}. Every name is relative "
-                "(a launch namespace applies) except `/clock`; bag_recorder subscribes to all topics.")
+    rows += [f"- QoS `{name}`: {text}" for name, text in QOS.items() if any(t.qos == name for t in topics)
+             or launch == "sim_eval"]
+    if launch == "sim_eval":
+        rows.append(f"- `{{camera}}`: each camera the episode observes, e.g. {', '.join(cameras)}. Every name is "
+                    "relative (a launch namespace applies) except `/clock`; bag_recorder subscribes to all topics.")
+    else:
+        rows.append("- `{camera}`: each rig camera by its name in the rig config (arguments agentview, wrist). "
+                    "Every name is relative (a launch namespace applies).")
     return "\n".join(rows)
 
 
@@ -195,6 +248,24 @@ ARGUMENTS: dict[str, tuple[Argument, ...]] = {
         Argument("stepping", "lockstep", "lockstep (advance on the action of the current step) | free_running"),
         Argument("render_images", "auto", "true | false | auto (true when recording): camera images and overlays"),
         Argument("record", "", "rosbag2 folder (MCAP) to record every topic into; empty: no recording"),
+    ),
+    "hardware": (
+        Argument("config", "", "rig config name (config/hardware/) or YAML path; empty: so101, or twin with sim"),
+        Argument("sim", "false", "true: the SO101 MuJoCo twin (so101_twin) instead of the follower arm and cameras"),
+        Argument("teleop", "false", "false: the follower follows joint_commands | leader (or true): the leader arm "
+                                    "drives it (joint_commands remapped to leader/joint_states)"),
+        Argument("agentview", "agentview", "rig camera name of the agent view"),
+        Argument("wrist", "wrist", "rig camera name of the wrist view"),
+        Argument("task_id", "0", "sim: the twin's task (config/twin/so101_tabletop.yaml)"),
+        Argument("seed", "0", "sim: seed of the twin's scene reset"),
+        Argument("record", "", "LeRobot dataset folder to record into (dataset_recorder); empty: no recording"),
+        Argument("task", "", "dataset task string; empty: the twin's task prompt (sim), required on hardware"),
+        Argument("repo_id", "local/so101_bowls", "dataset name stored in its metadata (never pushed)"),
+        Argument("episodes", "1", "episodes to record; the launch ends after them"),
+        Argument("episode_time_s", "60.0", "seconds after which an episode is saved"),
+        Argument("reset_time_s", "10.0", "with auto_start: seconds between episodes"),
+        Argument("auto_start", "false", "start episodes without a record_control 'start'"),
+        Argument("params_file", "config/ros/hardware.yaml", "ROS 2 parameter file of the nodes"),
     ),
 }
 
@@ -233,6 +304,8 @@ def launch_plan(name: str, args: Mapping[str, str] | None = None) -> Plan:
     a = resolve_arguments(name, args)
     if name == "sim_eval":
         return _sim_eval(a)
+    if name == "hardware":
+        return _hardware(a)
     raise AssertionError(name)
 
 
@@ -259,14 +332,62 @@ def _sim_eval(a: dict[str, str]) -> Plan:
     return Plan("sim_eval", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"}, main="evaluator")
 
 
+def _number(value: str, name: str, kind: type, minimum: float) -> int | float:
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"argument {name}: expected {'an integer' if kind is int else 'a number'}, "
+                         f"got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"argument {name}: must be >= {minimum}, got {value!r}")
+    return number
+
+
+def _hardware(a: dict[str, str]) -> Plan:
+    sim = _truthy(a["sim"], "sim")
+    teleop = a["teleop"].strip().lower()
+    if teleop not in ("false", "leader", "true"):
+        raise ValueError(f"argument teleop: false or leader (true = leader), got {a['teleop']!r}")
+    teleop = teleop != "false"
+    config = a["config"].strip() or ("twin" if sim else "so101")
+    config = config if not Path(config).suffix else str(Path(config).expanduser().absolute())
+    cameras = [a["agentview"], a["wrist"]]
+    goals = (("joint_commands", "leader/joint_states"),) if teleop else ()
+    nodes = []
+    if sim:
+        nodes.append(NodeSpec("so101_twin", "so101_twin", {
+            "config": config, "task_id": _number(a["task_id"], "task_id", int, 0),
+            "seed": _number(a["seed"], "seed", int, 0), "cameras": cameras}, goals))
+    else:
+        nodes.append(NodeSpec("so101_arm", "so101_arm", {"config": config}, goals))
+        nodes += [NodeSpec(f"{view}_camera", "camera", {"config": config, "camera": a[view]})
+                  for view in ("agentview", "wrist")]
+    if teleop:
+        nodes.append(NodeSpec("so101_leader", "so101_leader", {"config": config}))
+    main = nodes[0].name  # without recording the launch runs until stopped (Ctrl-C) or the arm faults
+    record = a["record"].strip()
+    if record:
+        if not sim and not a["task"].strip():
+            raise ValueError("argument task: recording from hardware needs the dataset's task string")
+        nodes.append(NodeSpec("dataset_recorder", "dataset_recorder", {
+            "config": config, "root": str(Path(record).expanduser().absolute()), "task": a["task"],
+            "repo_id": a["repo_id"], "cameras": cameras,
+            "episodes": _number(a["episodes"], "episodes", int, 1),
+            "episode_time_s": float(_number(a["episode_time_s"], "episode_time_s", float, 0.1)),
+            "reset_time_s": float(_number(a["reset_time_s"], "reset_time_s", float, 0.0)),
+            "auto_start": _truthy(a["auto_start"], "auto_start")}, goals))
+        main = "dataset_recorder"
+    return Plan("hardware", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"} if sim else {}, main=main)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sgvla.launch_plan", description=__doc__.split("\n")[0])
-    parser.add_argument("--table", action="store_true", help="print the topic table (Markdown)")
+    parser.add_argument("--table", action="store_true", help="print the topic table (Markdown) of the launch")
     parser.add_argument("launch", nargs="?", default="sim_eval")
     parser.add_argument("args", nargs="*", metavar="name:=value")
     ns = parser.parse_args(argv)
     if ns.table:
-        print(topic_table())
+        print(topic_table(launch=ns.launch))
         return 0
     plan = launch_plan(ns.launch, dict(x.split(":=", 1) for x in ns.args))
     for n in plan.nodes:

@@ -1,4 +1,5 @@
-"""Cameras: OpenCV/V4L2 devices, Intel RealSense (color + depth aligned to color), and a synthetic source.
+"""Cameras: OpenCV/V4L2 devices, Intel RealSense (color + depth aligned to color), a synthetic source, the
+SO101 MuJoCo twin's cameras (``source: twin``), and frames pushed in from elsewhere (ROS image topics).
 
 Each :class:`Camera` reads its source in a background thread and keeps only the newest frame, so a
 control loop never waits on a camera. A camera that fails mid-run (unplugged, driver hiccup) is
@@ -9,18 +10,20 @@ so that a wrong device is an error at startup rather than a silent retry loop.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
+import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import cv2
 import numpy as np
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("opencv", "realsense", "synthetic")
+SOURCES = ("opencv", "realsense", "synthetic", "twin")
 
 
 class CameraError(RuntimeError):
@@ -30,8 +33,9 @@ class CameraError(RuntimeError):
 @dataclass
 class CameraConfig:
     name: str = "agentview"  # dataset key observation.images.<name>; ROS topics under <name>/
-    source: str = "opencv"  # opencv | realsense | synthetic
-    device: str = "0"  # opencv: index or /dev/video* path; realsense: serial number ("" = the only one)
+    source: str = "opencv"  # opencv | realsense | synthetic | twin
+    # opencv: index or /dev/video* path; realsense: serial number ("" = the only one); twin: the twin's camera
+    device: str = "0"
     width: int = 640
     height: int = 480
     fps: int = 30
@@ -43,7 +47,7 @@ class CameraConfig:
         if self.source not in SOURCES:
             raise ValueError(f"camera {self.name}: source {self.source!r} is not one of {SOURCES}")
         if self.depth and self.source == "opencv":
-            raise ValueError(f"camera {self.name}: depth needs a realsense (or synthetic) source")
+            raise ValueError(f"camera {self.name}: depth needs a realsense (or synthetic, twin) source")
         if min(self.width, self.height, self.fps) <= 0:
             raise ValueError(f"camera {self.name}: width, height and fps must be > 0")
         self.frame_id = self.frame_id or f"{self.name}_optical_frame"
@@ -189,7 +193,96 @@ class SyntheticSource:
         pass
 
 
-def make_source(config: CameraConfig) -> Source:
+def depth_to_mm(metres: np.ndarray) -> np.ndarray:
+    """Depth in metres (H, W) -> (H, W, 1) uint16 millimetres, as a RealSense aligned depth stream gives it
+    (0 where nothing was measured, clipped at 65.535 m)."""
+    metres = np.nan_to_num(np.asarray(metres, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    return np.clip(np.rint(metres * 1000.0), 0, 65535).astype(np.uint16).reshape(*metres.shape[:2], 1)
+
+
+class TwinSource:
+    """A camera of the SO101 MuJoCo twin (``sgvla.twin.twin.So101Twin``), rendered at the configured rate.
+
+    ``device`` names the twin's camera (``agentview``, ``wrist``); color is upright RGB, depth the
+    rendered depth in millimetres. The twin serializes rendering with its physics (its lock)."""
+
+    def __init__(self, config: CameraConfig, twin: Any):
+        if config.device not in twin.cameras:
+            raise CameraError(f"camera {config.name}: the twin has no camera {config.device!r}; "
+                              f"it has {list(twin.cameras)} (set the camera's device)")
+        self.config, self.twin = config, twin
+        self.next_t = 0.0
+
+    def open(self) -> None:
+        self.next_t = time.monotonic()
+
+    def frame(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Render now: (H, W, 3) uint8 RGB and, for depth cameras, (H, W, 1) uint16 millimetres."""
+        c = self.config
+        color = self.twin.render(c.device, width=c.width, height=c.height)
+        depth = depth_to_mm(self.twin.render_depth(c.device, width=c.width, height=c.height)) if c.depth else None
+        return color, depth
+
+    def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
+        self.next_t = max(self.next_t + 1.0 / self.config.fps, time.monotonic() - 1.0 / self.config.fps)
+        time.sleep(max(0.0, self.next_t - time.monotonic()))
+        return self.frame()
+
+    def close(self) -> None:
+        pass
+
+
+class PushedSource:
+    """Frames handed in by another thread (a ROS image subscription): :meth:`grab` returns the next one.
+
+    Opening fails while no frame came for ``timeout_s``, so a :class:`Camera` over a silent topic reads
+    as disconnected (and reconnects when frames come back)."""
+
+    def __init__(self, config: CameraConfig, timeout_s: float = 1.0):
+        self.config, self.timeout_s = config, timeout_s
+        self._frames: queue.Queue[tuple[np.ndarray, np.ndarray | None]] = queue.Queue(maxsize=2)
+        self.last_push = -float("inf")
+
+    def push(self, color: np.ndarray, depth: np.ndarray | None = None) -> None:
+        """Hand in a frame (the oldest waiting one is dropped when the consumer falls behind)."""
+        c = self.config
+        want = (c.height, c.width)
+        if color.shape != (*want, 3) or (c.depth and (depth is None or depth.shape != (*want, 1))):
+            raise CameraError(f"camera {c.name}: got color {color.shape}, depth "
+                              f"{None if depth is None else depth.shape}; the rig says {c.height}x{c.width}"
+                              + (" with depth" if c.depth else ""))
+        if self._frames.full():
+            with contextlib.suppress(queue.Empty):
+                self._frames.get_nowait()
+        with contextlib.suppress(queue.Full):  # another producer came first: this frame is the one dropped
+            self._frames.put_nowait((color, depth if c.depth else None))
+        self.last_push = time.monotonic()
+
+    @property
+    def ready(self) -> bool:
+        return not self._frames.empty()
+
+    def open(self) -> None:
+        if time.monotonic() - self.last_push > self.timeout_s:
+            raise CameraError(f"camera {self.config.name}: no frame for {self.timeout_s:.1f} s")
+
+    def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
+        try:
+            return self._frames.get(timeout=self.timeout_s)
+        except queue.Empty:
+            raise CameraError(f"camera {self.config.name}: no frame for {self.timeout_s:.1f} s") from None
+
+    def close(self) -> None:
+        pass
+
+
+def make_source(config: CameraConfig, twin: Any = None) -> Source:
+    """The source a camera config names; ``twin`` (a running So101Twin) renders ``source: twin`` cameras."""
+    if config.source == "twin":
+        if twin is None:
+            raise CameraError(f"camera {config.name}: source twin renders from a running SO101 twin; start one "
+                              "(`sgvla record --config twin`, `sgvla launch hardware sim:=true`)")
+        return TwinSource(config, twin)
     return {"opencv": OpenCVSource, "realsense": RealSenseSource, "synthetic": SyntheticSource}[config.source](config)
 
 

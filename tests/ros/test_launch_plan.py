@@ -26,10 +26,18 @@ def declared(executable: str) -> set[str]:
     return set(re.findall(r'declare_parameter\("(\w+)"', source))
 
 
-def all_plans():
-    for name in launch_names():
-        for record in ("", "/tmp/never_written_bag"):
-            yield launch_plan(name, {"record": record})
+VARIANTS = {  # launch arguments that between them start every node a launch can start
+    "sim_eval": [{"record": ""}, {"record": "/tmp/never_written_bag"}],
+    "hardware": [{}, {"teleop": "leader", "record": "/tmp/never_written_ds", "task": "t"},
+                 {"sim": "true", "teleop": "true", "record": "/tmp/never_written_ds"}, {"sim": "true"}],
+}
+
+
+def all_plans(name: str | None = None):
+    assert set(VARIANTS) == set(launch_names())
+    for launch in [name] if name else launch_names():
+        for args in VARIANTS[launch]:
+            yield launch_plan(launch, args)
 
 
 def test_every_node_executable_and_parameter_exists():
@@ -55,12 +63,13 @@ def test_parameter_file_documents_every_declared_parameter():
             assert re.search(rf"^\s+{p}: .*#", text, re.M), f"{executable}.{p} has no comment"
 
 
-def test_launch_file_starts_the_plans_executables():
-    path = REPO_ROOT / "launch" / "sim_eval.launch.py"
+@pytest.mark.parametrize("launch", launch_names())
+def test_launch_file_starts_the_plans_executables(launch):
+    path = REPO_ROOT / "launch" / f"{launch}.launch.py"
     tree = ast.parse(path.read_text())
     literal = {kw.value.value for call in ast.walk(tree) if isinstance(call, ast.Call)
                and getattr(call.func, "id", "") == "Node" for kw in call.keywords if kw.arg == "executable"}
-    planned = {n.executable for plan in all_plans() for n in plan.nodes}
+    planned = {n.executable for plan in all_plans(launch) for n in plan.nodes}
     assert literal == planned
     imports = {a.name for node in ast.walk(tree)
                if isinstance(node, ast.ImportFrom) and node.module == "sgvla.launch_plan" for a in node.names}
@@ -81,6 +90,60 @@ def test_arguments_reach_the_nodes():
     assert [n.name for n in default.nodes] == ["sim_bridge", "scene_graph", "vla_policy", "evaluator"]
     assert default.node("sim_bridge").parameters["render_images"] is False
     assert "sim/state:3" in default.node("evaluator").parameters["wait_for_subscribers"]
+
+
+def test_hardware_parameter_file_documents_every_declared_parameter():
+    text = (REPO_ROOT / "config/ros/hardware.yaml").read_text()
+    file_params = yaml.safe_load(text)
+    nodes = {n.name: n.executable for plan in all_plans("hardware") for n in plan.nodes}
+    assert set(file_params) == set(nodes)
+    for name, executable in nodes.items():
+        assert set(file_params[name]["ros__parameters"]) == declared(executable), name
+        for p in file_params[name]["ros__parameters"]:
+            assert re.search(rf"^\s+{p}: .*#", text, re.M), f"{name}.{p} has no comment"
+
+
+def test_hardware_arguments_reach_the_nodes(tmp_path):
+    real = launch_plan("hardware")
+    assert [n.name for n in real.nodes] == ["so101_arm", "agentview_camera", "wrist_camera"]
+    assert real.main == "so101_arm" and real.node("so101_arm").remappings == ()
+    assert real.node("wrist_camera").parameters == {"config": "so101", "camera": "wrist"}
+    teleop = launch_plan("hardware", {"teleop": "leader", "wrist": "cam2", "record": "ds", "task": "put it there",
+                                      "episodes": "3", "auto_start": "true"})
+    assert [n.name for n in teleop.nodes] == ["so101_arm", "agentview_camera", "wrist_camera", "so101_leader",
+                                              "dataset_recorder"]
+    goals = (("joint_commands", "leader/joint_states"),)
+    assert teleop.node("so101_arm").remappings == goals and teleop.node("dataset_recorder").remappings == goals
+    rec = teleop.node("dataset_recorder").parameters
+    assert rec["root"].endswith("/ds") and rec["episodes"] == 3 and rec["auto_start"] is True
+    assert rec["cameras"] == ["agentview", "cam2"] and rec["task"] == "put it there"
+    assert teleop.main == "dataset_recorder" and teleop.env == {}
+    rig = tmp_path / "rig.yaml"
+    sim = launch_plan("hardware", {"sim": "true", "teleop": "true", "task_id": "2", "seed": "7", "config": str(rig)})
+    assert [n.name for n in sim.nodes] == ["so101_twin", "so101_leader"] and sim.main == "so101_twin"
+    assert sim.node("so101_twin").parameters == {"config": str(rig), "task_id": 2, "seed": 7,
+                                                 "cameras": ["agentview", "wrist"]}
+    assert sim.node("so101_twin").remappings == goals and sim.env == {"MUJOCO_GL": "egl"}
+    assert launch_plan("hardware", {"sim": "true"}).node("so101_twin").parameters["config"] == "twin"
+
+
+@pytest.mark.parametrize("args, message", [({"teleop": "keyboard"}, "false or leader"),
+                                           ({"sim": "maybe"}, "true or false"),
+                                           ({"record": "ds"}, "needs the dataset's task"),
+                                           ({"sim": "true", "record": "ds", "episodes": "0"}, "episodes: must be"),
+                                           ({"sim": "true", "task_id": "first"}, "expected an integer")])
+def test_bad_hardware_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        launch_plan("hardware", args)
+
+
+def test_hardware_topic_table_names_known_nodes():
+    from sgvla.launch_plan import HARDWARE_TOPICS, topic_table
+
+    for t in HARDWARE_TOPICS:
+        assert t.qos in QOS and set(t.publishers) | set(t.subscribers) <= set(EXECUTABLES), t.name
+    table = topic_table(launch="hardware")
+    assert "| `so101_twin` |" in table and "`{camera}/depth/image_raw`" in table
 
 
 @pytest.mark.parametrize("args, message", [({"colour": "red"}, "unknown argument"),

@@ -19,6 +19,8 @@ NODES = {
     "so101_leader": "sgvla_ros.so101_leader:main",
     "camera": "sgvla_ros.camera:main",
     "teleop_recorder": "sgvla_ros.teleop_recorder:main",
+    "so101_twin": "sgvla_ros.so101_twin:main",
+    "dataset_recorder": "sgvla_ros.dataset_recorder:main",
     "sim_bridge": "sgvla_ros.sim_bridge:main",
     "scene_graph": "sgvla_ros.scene_graph_node:main",
     "vla_policy": "sgvla_ros.vla_policy:main",

@@ -1,0 +1,133 @@
+"""The SO101 MuJoCo twin speaking the hardware topics: so101_arm and the rig's camera nodes, simulated.
+
+Steps the twin's physics in real time (by the wall time since the last tick) at the rig's control rate and
+publishes what the hardware publishes, with the same names, units and QoS: ``joint_states`` (radians, URDF
+joint names), ``<camera>/image_raw``, ``<camera>/camera_info`` and, for depth cameras, ``<camera>/depth/...``
+(16UC1 millimetres) at each camera's fps. Cameras are the rig config's (``source: twin``, ``device`` = the
+twin's camera). Goals on ``joint_commands`` take the real arm's code path (TwinArm is FollowerArm with the
+twin for motors: limits, max_step per tick, hold when stale). Also ``scene_graph/<camera>`` (the ground-truth
+graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched).
+"""
+
+import time
+
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from sgvla_ros.graph_io import camera_info_msg, image_msg, scene_graph_msg
+from sgvla_ros.qos import QOS
+from sgvla_ros.runtime import run_node
+from sgvla_ros.so101_arm import joint_state
+from std_msgs.msg import Header, String
+
+from sgvla_interfaces.msg import SceneGraph
+
+from sgvla.hardware.cameras import TwinSource
+from sgvla.hardware.config import load_hardware_config
+from sgvla.hardware.joints import from_radians
+from sgvla.hardware.safety import UnsafeCommand
+from sgvla.hardware.twin_bus import TwinArm
+
+
+def depth_msg(depth_mm, header) -> Image:
+    msg = Image(height=depth_mm.shape[0], width=depth_mm.shape[1], encoding="16UC1", is_bigendian=0,
+                step=depth_mm.shape[1] * 2, data=depth_mm.astype("<u2").tobytes())
+    msg.header = header
+    return msg
+
+
+class SO101TwinNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("so101_twin", **kwargs)
+        self.declare_parameter("config", "twin")  # rig: cameras (source: twin), control rate, safety limits
+        self.declare_parameter("task_id", 0)  # config/twin/so101_tabletop.yaml's task
+        self.declare_parameter("seed", 0)  # of the scene reset
+        self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to publish
+        self.declare_parameter("graph_rate_hz", 5.0)  # ground-truth scene graphs per second; 0: none
+        self.declare_parameter("max_catch_up_s", 0.25)  # physics catch-up per tick after a stall
+        param = lambda name: self.get_parameter(name).value  # noqa: E731
+        from sgvla.twin.scene import load_twin_config
+        from sgvla.twin.twin import So101Twin
+
+        rig = load_hardware_config(param("config"))
+        by_name = {c.name: c for c in rig.cameras}
+        wrong = [n for n in param("cameras") if n not in by_name or by_name[n].source != "twin"]
+        if wrong:
+            raise ValueError(f"so101_twin: camera(s) {wrong} are not 'source: twin' cameras of the rig "
+                             f"{param('config')} (it has {[(c.name, c.source) for c in rig.cameras]})")
+        self.twin = So101Twin(load_twin_config(), task_id=param("task_id"))
+        self.twin.reset(param("seed"))
+        self.arm = TwinArm(self.twin, rig.safety)
+        self.arm.connect()
+        self.cameras = {n: TwinSource(by_name[n], self.twin) for n in param("cameras")}
+        self.max_catch_up_s, self.last = param("max_catch_up_s"), time.monotonic()
+        self.counts = dict.fromkeys(["joint_states", *self.cameras], 0)
+        self.joint_pub = self.create_publisher(JointState, "joint_states", QOS["sensor"])
+        self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
+        self.pubs = {}
+        for name, source in self.cameras.items():
+            kinds = ("image_raw", "camera_info", "depth/image_raw", "depth/camera_info")
+            kinds = kinds if source.config.depth else kinds[:2]
+            self.pubs[name] = [self.create_publisher(Image if k.endswith("raw") else CameraInfo, f"{name}/{k}",
+                                                     QOS["sensor"]) for k in kinds]
+            self.create_timer(1.0 / source.config.fps, lambda n=name: self.publish_camera(n))
+        self.graph_pubs = {n: self.create_publisher(SceneGraph, f"scene_graph/{n}", QOS["reliable"])
+                           for n in self.cameras}
+        if param("graph_rate_hz") > 0:
+            self.create_timer(1.0 / param("graph_rate_hz"), self.publish_graphs)
+        self.create_publisher(String, "task", QOS["latched"]).publish(String(data=self.twin.task))
+        self.create_timer(1.0 / rig.control_rate_hz, self.tick)
+        self.create_timer(5.0, self.report_rates)
+        self.get_logger().info(f"twin task {param('task_id')} ({self.twin.task!r}), seed {param('seed')}, "
+                               f"{rig.control_rate_hz:g} Hz, cameras {list(self.cameras)}")
+
+    def on_command(self, msg: JointState):
+        try:
+            self.arm.command(from_radians(msg.name, msg.position))
+        except (ValueError, UnsafeCommand) as e:  # refused whole; the previous target stands
+            self.get_logger().error(f"command refused: {e}", throttle_duration_sec=2.0)
+
+    def tick(self):
+        now = time.monotonic()
+        self.twin.advance(min(now - self.last, self.max_catch_up_s))  # real time, bounded after a stall
+        self.last = now
+        state = self.arm.read()
+        self.arm.step()
+        self.joint_pub.publish(joint_state(self, state.positions))
+        self.counts["joint_states"] += 1
+
+    def publish_camera(self, name: str):
+        source = self.cameras[name]
+        color, depth = source.frame()
+        header = Header(stamp=self.get_clock().now().to_msg(), frame_id=source.config.frame_id)
+        info = camera_info_msg(self.twin.intrinsics(source.config.device, color.shape[1], color.shape[0]),
+                               color.shape[1], color.shape[0], header)
+        pubs = self.pubs[name]
+        pubs[0].publish(image_msg(color, header))
+        pubs[1].publish(info)
+        if depth is not None:
+            pubs[2].publish(depth_msg(depth, header))
+            pubs[3].publish(info)
+        self.counts[name] += 1
+
+    def publish_graphs(self):
+        header = Header(stamp=self.get_clock().now().to_msg(), frame_id="world")
+        views = {self.cameras[n].config.device: n for n in self.cameras}
+        for view, graph in self.twin.ground_truth(list(views)).items():
+            self.graph_pubs[views[view]].publish(scene_graph_msg(graph, header))
+
+    def report_rates(self):
+        counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
+        self.get_logger().info("rates (Hz): " + ", ".join(f"{k} {v / 5.0:.1f}" for k, v in counts.items()))
+
+    def destroy_node(self):
+        self.arm.close()  # the twin holds where it is
+        self.twin.close()
+        super().destroy_node()
+
+
+def main(args=None):
+    raise SystemExit(run_node(SO101TwinNode, args))
+
+
+if __name__ == "__main__":
+    main()
