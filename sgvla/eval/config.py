@@ -12,11 +12,17 @@ from sgvla.policies.registry import PolicySpec
 MODES = ("standard", "scene_graph", "scene_graph_full", "bounding_boxes", "scene_graph_bounding_boxes")
 GRAPH_SOURCES = ("ground_truth", "vlm")
 LIBERO_SPATIAL_TASKS = tuple(range(10))
+# Per suite: its task ids, its objects' ontology, and the perturbation files it understands (None: any).
+SUITES = {
+    "libero_spatial": {"tasks": LIBERO_SPATIAL_TASKS, "ontology": "libero_spatial", "perturbations": None},
+    "so101_twin": {"tasks": tuple(range(5)), "ontology": "so101_tabletop", "perturbations": ("none",)},
+}
 
 
 @dataclass
 class EvalConfig:
     name: str = "eval"
+    suite: str = "libero_spatial"  # libero_spatial (LIBERO backend) | so101_twin (the SO101 MuJoCo twin)
     policies: list[PolicySpec] = field(default_factory=lambda: [PolicySpec(type="prompt_grounded")])
     tasks: list[int] = field(default_factory=lambda: list(LIBERO_SPATIAL_TASKS))
     perturbations: str = "table7"  # a file of config/perturbations/
@@ -30,7 +36,7 @@ class EvalConfig:
     context_style: str = "reference"  # reference | compact | json
     render_profile: str = "reference"  # reference (what learned policies were trained on) | fast
     image_size: int = 256
-    max_steps: int | None = None  # None: the task suite's limit (LIBERO-Spatial: 280)
+    max_steps: int | None = None  # None: the task suite's limit (LIBERO-Spatial: 280, so101_twin: 300)
     workers: int = 1
     output_dir: str = "outputs/eval"
     video: bool = False  # an MP4 per episode (cameras + the live graph) under output_dir/videos
@@ -42,9 +48,15 @@ class EvalConfig:
             raise ValueError(f"unknown mode(s) {bad}; choose from {list(MODES)}")
         if not self.modes:
             raise ValueError("modes is empty")
-        bad = [t for t in self.tasks if t not in LIBERO_SPATIAL_TASKS]
+        if self.suite not in SUITES:
+            raise ValueError(f"unknown suite {self.suite!r}; choose from {list(SUITES)}")
+        suite = SUITES[self.suite]
+        bad = [t for t in self.tasks if t not in suite["tasks"]]
         if bad:
-            raise ValueError(f"unknown task id(s) {bad}; LIBERO-Spatial has tasks 0..9")
+            raise ValueError(f"unknown task id(s) {bad}; {self.suite} has tasks 0..{len(suite['tasks']) - 1}")
+        if suite["perturbations"] is not None and self.perturbations not in suite["perturbations"]:
+            raise ValueError(f"perturbations {self.perturbations!r} are not supported by the {self.suite} suite; "
+                             f"it supports {list(suite['perturbations'])}")
         if self.graph_source not in GRAPH_SOURCES:
             raise ValueError(f"unknown graph_source {self.graph_source!r}; choose from {list(GRAPH_SOURCES)}")
         if self.graph_source == "vlm":
@@ -57,6 +69,10 @@ class EvalConfig:
             raise ValueError("episodes and workers must be >= 1")
         if not self.policies:
             raise ValueError("policies is empty")
+
+    @property
+    def ontology(self) -> str:
+        return SUITES[self.suite]["ontology"]
 
     @property
     def seeds(self) -> list[int]:

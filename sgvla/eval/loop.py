@@ -1,8 +1,9 @@
 """One evaluation episode: reset with the perturbation, then every control step compute the live
 graph, compose the prompt, run the policy and step the environment, until success or the limit.
 
-Everything here works on small protocols (a backend with reset/step/scene/ground_truth, a
-`Policy`), so the in-process loop and the ROS node graph run the same code for the same seeds.
+Everything here works on small protocols (a backend with reset/step/scene/ground_truth,
+episode_info and a pick_place(target, place) controller factory; a `Policy`), so LIBERO and the
+SO101 twin run the same loop, and the in-process loop and the ROS node graph run the same code for the same seeds.
 """
 
 import time
@@ -10,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from sgvla.eval.context import Context, build_context, needs_context
 from sgvla.eval.graph_source import GroundTruthSource
@@ -28,17 +28,10 @@ class Episode:
     seed: int
 
 
-def table_center(backend) -> np.ndarray:
-    from sgvla.sim.perturbations import table_bounds
-
-    lower, upper = table_bounds(backend.sim.model._model, backend.sim.data._data)
-    return (lower + upper) / 2
-
-
 def episode_info(backend) -> dict[str, Any]:
-    """Privileged facts scripted policies may use (learned policies ignore them)."""
-    placements = backend.task_info.problem.goal_placements
-    return {"goal": placements[0], "table_center": table_center(backend)}
+    """Privileged facts scripted policies may use (learned policies ignore them): the backend's
+    ``episode_info()`` (``goal`` = (target, place), ``table_center``), plain data that can cross topics."""
+    return backend.episode_info()
 
 
 class EpisodeRunner:
@@ -66,7 +59,8 @@ class EpisodeRunner:
         t0 = time.perf_counter()
         obs = self.backend.reset(episode.seed)
         task = self.backend.task
-        info = episode_info(self.backend)
+        # The controller factory stays in process: scripted policies drive the backend's own arm with it.
+        info = {**episode_info(self.backend), "pick_place": self.backend.pick_place}
         scene = self.backend.scene()
         reference = self.backend.ground_truth([self.view], scene=scene)[self.view]  # for the record
         self.source.reset()

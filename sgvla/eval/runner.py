@@ -44,7 +44,7 @@ class Worker:
 
     def __init__(self, cfg: EvalConfig):
         self.cfg = cfg
-        self.ontology = load_ontology("libero_spatial")
+        self.ontology = load_ontology(cfg.ontology)
         self.specs = {policy_name(p): p for p in cfg.policies}
         needed = cfg.video or cfg.graph_source == "vlm" or any(p.type in LEARNED for p in cfg.policies)
         self.needs_images = needed if cfg.render_images is None else cfg.render_images
@@ -52,12 +52,14 @@ class Worker:
             raise ValueError("render_images=false, but a learned policy, the VLM graph source or video needs images")
         self.vlm = self._make_vlm() if cfg.graph_source == "vlm" else None
         self._runner: EpisodeRunner | None = None  # one task's simulator at a time
+        self._runner_task: int | None = None
         self._policies: dict = {}
 
     def runner(self, task_id: int) -> EpisodeRunner:
-        if self._runner is None or self._runner.backend.config.task_id != task_id:
+        if self._runner is None or self._runner_task != task_id:
             self.close_runner()
             self._runner = self._make_runner(task_id)
+            self._runner_task = task_id
         return self._runner
 
     def close_runner(self) -> None:
@@ -65,11 +67,18 @@ class Worker:
             self._runner.close()
             self._runner = None
 
-    def _make_runner(self, task_id: int) -> EpisodeRunner:
+    def _make_backend(self, task_id: int):
+        if self.cfg.suite == "so101_twin":
+            from sgvla.twin.backend import TwinBackend
+
+            return TwinBackend(task_id, image_size=self.cfg.image_size, render_images=self.needs_images)
         from sgvla.sim.libero_env import make_backend
 
-        backend = make_backend(task_id, render_profile=self.cfg.render_profile, perturbation=self.cfg.perturbations,
-                               image_size=self.cfg.image_size, render_images=self.needs_images)
+        return make_backend(task_id, render_profile=self.cfg.render_profile, perturbation=self.cfg.perturbations,
+                            image_size=self.cfg.image_size, render_images=self.needs_images)
+
+    def _make_runner(self, task_id: int) -> EpisodeRunner:
+        backend = self._make_backend(task_id)
         source = None
         if self.vlm is not None:
             from sgvla.eval.graph_source import VLMSource
@@ -99,7 +108,8 @@ class Worker:
     def run(self, episode: Episode) -> dict:
         runner = self.runner(episode.task_id)
         record = runner.run(episode, self.policy(episode.policy))
-        record["perturbation_applied"] = describe(runner.backend.perturbation)
+        perturbation = getattr(runner.backend, "perturbation", None)  # the twin has none
+        record["perturbation_applied"] = describe(perturbation) if perturbation is not None else "none"
         record["render_profile"] = self.cfg.render_profile
         return record
 
@@ -139,6 +149,12 @@ def validate(cfg: EvalConfig) -> None:
     names = [policy_name(p) for p in cfg.policies]
     if len(set(names)) != len(names):
         raise ValueError(f"two policies share a name in {names}; give them distinct `name`s")
+    if cfg.suite == "so101_twin":
+        learned = [p.type for p in cfg.policies if p.type in LEARNED]
+        if learned or cfg.graph_source == "vlm":
+            raise ValueError(f"the so101_twin suite runs scripted policies on ground-truth graphs; "
+                             f"not supported: {learned or ['graph_source=vlm']}")
+        return
     load_perturbations(cfg.perturbations)
     if cfg.vlm_client:
         from sgvla.vlm.config import load_client_config

@@ -1,6 +1,8 @@
 """Scripted policies for CPU evaluation: the privileged expert and the prompt-grounded policy.
 
-Both drive the same pick-and-place controller (`sgvla.sim.expert.PickPlaceController`). The
+Both drive the backend's pick-and-place controller (`StepInput.info["pick_place"](target, place)`:
+LIBERO's `sgvla.sim.expert.PickPlaceController`, the SO101 twin's IK controller; LIBERO's when the
+info crossed a topic and lost the factory). The
 expert is told the target by the task's goal: an upper bound that ignores the prompt. The
 prompt-grounded policy is not: it resolves "the black bowl ..." from the prompt it receives (its
 wording, and an injected scene graph when present) against unlabeled bowl positions, so its
@@ -18,6 +20,14 @@ from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, s
 from sgvla.policies.registry import PolicySpec, register_policy
 from sgvla.scene_graph import Ontology, load_ontology
 
+
+def pick_place(info: dict[str, Any], target: str, place: str):
+    """The backend's controller moving ``target`` onto ``place``."""
+    factory = info.get("pick_place")
+    if factory is None:
+        from sgvla.sim.expert import PickPlaceController as factory
+    return factory(target, place)
+
 _PLACE = re.compile(r"\b(?:place|put) it (?:on|onto|in|into) (?:the )?(?P<obj>[a-z ]+?)\s*$")
 
 
@@ -32,11 +42,9 @@ class ExpertPolicy:
         self.controller = None
 
     def act(self, step: StepInput) -> np.ndarray:
-        from sgvla.sim.expert import PickPlaceController
-
         if self.controller is None:
             target, place = step.info["goal"]
-            self.controller = PickPlaceController(target, place)
+            self.controller = pick_place(step.info, target, place)
         return self.controller.act(step.scene)
 
     def prompt_budget(self, prompt: str) -> PromptBudget | None:
@@ -79,8 +87,6 @@ class PromptGroundedPolicy:
         return resolved or goal_place
 
     def act(self, step: StepInput) -> np.ndarray:
-        from sgvla.sim.expert import PickPlaceController
-
         if self.controller is None:
             # Ground once, on the first observation: relations change once the bowl moves.
             self.prompt = step.prompt
@@ -88,7 +94,7 @@ class PromptGroundedPolicy:
             self.grounding = ground_target(step.prompt, scene, self.ontology, task=step.scene.task)
             self.target = names[self.grounding.index]
             self.place = self._place_object(step.info["goal"][1])
-            self.controller = PickPlaceController(self.target, self.place)
+            self.controller = pick_place(step.info, self.target, self.place)
         return self.controller.act(step.scene)
 
     def prompt_budget(self, prompt: str) -> PromptBudget | None:

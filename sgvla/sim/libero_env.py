@@ -38,7 +38,9 @@ import numpy as np
 
 from sgvla.scene_graph import ViewGraph, ground_truth_batch
 from sgvla.sim.libero_setup import prepare_libero
-from sgvla.sim.perturbations import PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations
+from sgvla.sim.perturbations import (
+    PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations, table_bounds,
+)
 from sgvla.sim.render import RenderProfile, render_profile
 from sgvla.sim.state import (  # Observation and SceneState are re-exported: they were defined here
     CameraRig, ObjectIndex, ObstacleIndex, Observation, SceneState, StateLayout, geom_batch, geom_poses, object_index, object_positions,
@@ -261,6 +263,17 @@ class LiberoBackend:
             cameras = {v: cameras[v] for v in views}
         batch = ground_truth_batch(scene.objects, scene.geoms, scene.positions[None], cameras, scene.task)
         return {view: graphs.frame(0) for view, graphs in batch.items()}
+
+    def episode_info(self) -> dict[str, Any]:
+        """The task's goal (target, place) and the table's centre, for scripted policies."""
+        lower, upper = table_bounds(self.sim.model._model, self.sim.data._data)
+        return {"goal": self.task_info.problem.goal_placements[0], "table_center": (lower + upper) / 2}
+
+    def pick_place(self, target: str, place: str):
+        """The Panda's scripted pick-and-place (:class:`sgvla.sim.expert.PickPlaceController`)."""
+        from sgvla.sim.expert import PickPlaceController
+
+        return PickPlaceController(target, place)
 
     def close(self) -> None:
         self.env.close()
