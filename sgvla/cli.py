@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "record": "sgvla.hardware.record_cli",
     "sim-bus": "sgvla.hardware.sim_bus_cli",
     "launch": "sgvla.launch_cmd",
+    "calibrate": "sgvla.calibrate_cli",
 }
 
 
