@@ -235,5 +235,5 @@ def write_camera_info(path: str | Path, info: CameraCalibration, comment: str) -
     header = "".join(f"# {line}\n" for line in comment.splitlines())
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None))
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=200))
     return path
