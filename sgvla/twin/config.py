@@ -24,7 +24,7 @@ class BowlShape:
     """An open bowl: a base disc and a ring of thin wall boxes (the gripper pinches one wall)."""
 
     radius: float = 0.05  # outer radius of the rim
-    height: float = 0.04
+    height: float = 0.035
     wall: float = 0.005  # wall and base thickness
     segments: int = 12
     density: float = 700.0
