@@ -158,7 +158,10 @@ class DatasetRecorder(Node):
         """Start the loop once joint states, a frame of every camera and the task are in."""
         if self.follower.watchdog.stale or not self.task or not all(s.ready for s in self.sources.values()):
             return False
-        self.cameras = [Camera(s.config, source=s).start(first_frame_timeout_s=1.0) for s in self.sources.values()]
+        # A save blocks this node's callbacks for seconds, and the cameras read as lost meanwhile: they are back
+        # within reconnect_s of the next frame, before the next episode can start.
+        self.cameras = [Camera(s.config, source=s, reconnect_s=0.1).start(first_frame_timeout_s=1.0)
+                        for s in self.sources.values()]
         self.recorder = TeleopRecorder(self.follower, self.commands, self.cameras, self.store, self.task, self.fps,
                                        self.keys, self.param("episodes"), self.param("episode_time_s"),
                                        self.param("reset_time_s"), self.param("auto_start"))

@@ -6,10 +6,13 @@ joint names), ``<camera>/image_raw``, ``<camera>/camera_info`` and, for depth ca
 (16UC1 millimetres) at each camera's fps. Cameras are the rig config's (``source: twin``, ``device`` = the
 twin's camera). Goals on ``joint_commands`` take the real arm's code path (TwinArm is FollowerArm with the
 twin for motors: limits, max_step per tick, hold when stale). Also ``scene_graph/<camera>`` (the ground-truth
-graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched).
+graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched). Cameras render
+on a thread of their own (sgvla.hardware.cameras.Camera, paced at their fps; OpenGL draws outside the twin's
+lock), so a slow render (software OpenGL) lowers the camera rate, not the physics and joint state rate.
 """
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -21,11 +24,11 @@ from std_msgs.msg import Header, String
 
 from sgvla_interfaces.msg import SceneGraph
 
-from sgvla.hardware.cameras import TwinSource
+from sgvla.hardware.cameras import Camera, TwinSource
 from sgvla.hardware.config import load_hardware_config
 from sgvla.hardware.joints import from_radians
 from sgvla.hardware.safety import UnsafeCommand
-from sgvla.hardware.twin_bus import TwinArm
+from sgvla.hardware.twin_bus import TwinArm, TwinView
 
 
 def depth_msg(depth_mm, header) -> Image:
@@ -45,7 +48,7 @@ class SO101TwinNode(Node):
         self.declare_parameter("graph_rate_hz", 5.0)  # ground-truth scene graphs per second; 0: none
         self.declare_parameter("max_catch_up_s", 0.25)  # physics catch-up per tick after a stall
         param = lambda name: self.get_parameter(name).value  # noqa: E731
-        from sgvla.twin.scene import load_twin_config
+        from sgvla.twin.config import load_twin_config
         from sgvla.twin.twin import So101Twin
 
         rig = load_hardware_config(param("config"))
@@ -58,18 +61,23 @@ class SO101TwinNode(Node):
         self.twin.reset(param("seed"))
         self.arm = TwinArm(self.twin, rig.safety)
         self.arm.connect()
-        self.cameras = {n: TwinSource(by_name[n], self.twin) for n in param("cameras")}
+        self.render_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin render")  # owns OpenGL
+        self.view = TwinView(self.twin)
+        self.cameras = {n: Camera(by_name[n], TwinSource(by_name[n], self.view, self.render_thread)).start(30.0)
+                        for n in param("cameras")}
+        self.published = dict.fromkeys(self.cameras, 0)
         self.max_catch_up_s, self.last = param("max_catch_up_s"), time.monotonic()
         self.counts = dict.fromkeys(["joint_states", *self.cameras], 0)
         self.joint_pub = self.create_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
         self.pubs = {}
-        for name, source in self.cameras.items():
+        for name, camera in self.cameras.items():
             kinds = ("image_raw", "camera_info", "depth/image_raw", "depth/camera_info")
-            kinds = kinds if source.config.depth else kinds[:2]
+            kinds = kinds if camera.config.depth else kinds[:2]
             self.pubs[name] = [self.create_publisher(Image if k.endswith("raw") else CameraInfo, f"{name}/{k}",
                                                      QOS["sensor"]) for k in kinds]
-            self.create_timer(1.0 / source.config.fps, lambda n=name: self.publish_camera(n))
+            # twice the frame rate, as the camera node: no frame waits long
+            self.create_timer(0.5 / camera.config.fps, lambda n=name: self.publish_camera(n))
         self.graph_pubs = {n: self.create_publisher(SceneGraph, f"scene_graph/{n}", QOS["reliable"])
                            for n in self.cameras}
         if param("graph_rate_hz") > 0:
@@ -87,6 +95,8 @@ class SO101TwinNode(Node):
             self.get_logger().error(f"command refused: {e}", throttle_duration_sec=2.0)
 
     def tick(self):
+        if not self.context.ok():  # shutting down (Ctrl-C): publishing would fail
+            return
         now = time.monotonic()
         self.twin.advance(min(now - self.last, self.max_catch_up_s))  # real time, bounded after a stall
         self.last = now
@@ -96,22 +106,25 @@ class SO101TwinNode(Node):
         self.counts["joint_states"] += 1
 
     def publish_camera(self, name: str):
-        source = self.cameras[name]
-        color, depth = source.frame()
-        header = Header(stamp=self.get_clock().now().to_msg(), frame_id=source.config.frame_id)
-        info = camera_info_msg(self.twin.intrinsics(source.config.device, color.shape[1], color.shape[0]),
-                               color.shape[1], color.shape[0], header)
+        camera = self.cameras[name]
+        frame = camera.latest()
+        if frame is None or frame.index == self.published[name] or not self.context.ok():
+            return
+        self.published[name] = frame.index
+        c = camera.config
+        header = Header(stamp=self.get_clock().now().to_msg(), frame_id=c.frame_id)
+        info = camera_info_msg(self.view.intrinsics(c.device, c.width, c.height), c.width, c.height, header)
         pubs = self.pubs[name]
-        pubs[0].publish(image_msg(color, header))
+        pubs[0].publish(image_msg(frame.color, header))
         pubs[1].publish(info)
-        if depth is not None:
-            pubs[2].publish(depth_msg(depth, header))
+        if frame.depth is not None:
+            pubs[2].publish(depth_msg(frame.depth, header))
             pubs[3].publish(info)
         self.counts[name] += 1
 
     def publish_graphs(self):
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id="world")
-        views = {self.cameras[n].config.device: n for n in self.cameras}
+        views = {camera.config.device: name for name, camera in self.cameras.items()}
         for view, graph in self.twin.ground_truth(list(views)).items():
             self.graph_pubs[views[view]].publish(scene_graph_msg(graph, header))
 
@@ -121,6 +134,10 @@ class SO101TwinNode(Node):
 
     def destroy_node(self):
         self.arm.close()  # the twin holds where it is
+        for camera in self.cameras.values():
+            camera.close()
+        self.render_thread.submit(self.view.close).result()
+        self.render_thread.shutdown()
         self.twin.close()
         super().destroy_node()
 

@@ -357,7 +357,7 @@ def _hardware(a: dict[str, str]) -> Plan:
     if sim:
         nodes.append(NodeSpec("so101_twin", "so101_twin", {
             "config": config, "task_id": _number(a["task_id"], "task_id", int, 0),
-            "seed": _number(a["seed"], "seed", int, 0), "cameras": cameras}, goals))
+            "seed": _number(a["seed"], "seed", int, 0), "cameras": list(cameras)}, goals))
     else:
         nodes.append(NodeSpec("so101_arm", "so101_arm", {"config": config}, goals))
         nodes += [NodeSpec(f"{view}_camera", "camera", {"config": config, "camera": a[view]})
@@ -371,7 +371,7 @@ def _hardware(a: dict[str, str]) -> Plan:
             raise ValueError("argument task: recording from hardware needs the dataset's task string")
         nodes.append(NodeSpec("dataset_recorder", "dataset_recorder", {
             "config": config, "root": str(Path(record).expanduser().absolute()), "task": a["task"],
-            "repo_id": a["repo_id"], "cameras": cameras,
+            "repo_id": a["repo_id"], "cameras": list(cameras),  # own lists: no YAML aliases
             "episodes": _number(a["episodes"], "episodes", int, 1),
             "episode_time_s": float(_number(a["episode_time_s"], "episode_time_s", float, 0.1)),
             "reset_time_s": float(_number(a["reset_time_s"], "reset_time_s", float, 0.0)),

@@ -204,13 +204,15 @@ class TwinSource:
     """A camera of the SO101 MuJoCo twin (``sgvla.twin.twin.So101Twin``), rendered at the configured rate.
 
     ``device`` names the twin's camera (``agentview``, ``wrist``); color is upright RGB, depth the
-    rendered depth in millimetres. The twin serializes rendering with its physics (its lock)."""
+    rendered depth in millimetres. The twin serializes rendering with its physics (its lock). An OpenGL
+    context belongs to one thread at a time: sources of one twin whose Cameras each run a thread of their own
+    share ``render_thread`` (a one-worker executor) so that every render happens on the same thread."""
 
-    def __init__(self, config: CameraConfig, twin: Any):
+    def __init__(self, config: CameraConfig, twin: Any, render_thread: Any = None):
         if config.device not in twin.cameras:
             raise CameraError(f"camera {config.name}: the twin has no camera {config.device!r}; "
                               f"it has {list(twin.cameras)} (set the camera's device)")
-        self.config, self.twin = config, twin
+        self.config, self.twin, self.render_thread = config, twin, render_thread
         self.next_t = 0.0
 
     def open(self) -> None:
@@ -218,6 +220,11 @@ class TwinSource:
 
     def frame(self) -> tuple[np.ndarray, np.ndarray | None]:
         """Render now: (H, W, 3) uint8 RGB and, for depth cameras, (H, W, 1) uint16 millimetres."""
+        if self.render_thread is not None:
+            return self.render_thread.submit(self._render).result()
+        return self._render()
+
+    def _render(self) -> tuple[np.ndarray, np.ndarray | None]:
         c = self.config
         color = self.twin.render(c.device, width=c.width, height=c.height)
         depth = depth_to_mm(self.twin.render_depth(c.device, width=c.width, height=c.height)) if c.depth else None
@@ -276,13 +283,13 @@ class PushedSource:
         pass
 
 
-def make_source(config: CameraConfig, twin: Any = None) -> Source:
+def make_source(config: CameraConfig, twin: Any = None, render_thread: Any = None) -> Source:
     """The source a camera config names; ``twin`` (a running So101Twin) renders ``source: twin`` cameras."""
     if config.source == "twin":
         if twin is None:
             raise CameraError(f"camera {config.name}: source twin renders from a running SO101 twin; start one "
                               "(`sgvla record --config twin`, `sgvla launch hardware sim:=true`)")
-        return TwinSource(config, twin)
+        return TwinSource(config, twin, render_thread)
     return {"opencv": OpenCVSource, "realsense": RealSenseSource, "synthetic": SyntheticSource}[config.source](config)
 
 
