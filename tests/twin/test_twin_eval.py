@@ -40,4 +40,4 @@ def test_eval_runs_end_to_end_with_success(tmp_path):
 ])
 def test_unsupported_plan_is_a_clear_error(tmp_path, override, message):
     done = sgvla_eval(override, "--out", str(tmp_path))
-    assert done.returncode == 2 and message in done.stdout + done.stderr
+    assert done.returncode == 2 and message in " ".join((done.stdout + done.stderr).split())  # rich wraps lines
