@@ -257,17 +257,20 @@ def serve_twin(task_id: int = 0, seed: int = 0, calibration_dir: str | Path = ""
         stack.callback(twin.close)
         twin.reset(seed)
         render_thread = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin render"))
+        view = TwinView(twin)
+        stack.callback(lambda: render_thread.submit(view.close).result())
         clock = TwinClock(twin).start()
         stack.callback(clock.close)
         bus = stack.enter_context(TwinFeetechBus(twin))
         bus.write_calibration(folder, arm_id)
         log.info("twin task %d (%r), seed %d: servos on %s", task_id, twin.task, seed, bus.port)
-        yield TwinRig(twin, bus, clock, folder, render_thread)
+        yield TwinRig(twin, view, bus, clock, folder, render_thread)
 
 
 @dataclass
 class TwinRig:
     twin: Any
+    view: TwinView  # what cameras render from (source: twin)
     bus: TwinFeetechBus
     clock: TwinClock
     calibration_dir: Path
