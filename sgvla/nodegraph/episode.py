@@ -160,20 +160,6 @@ class SimSession:
             self.settings = None
 
 
-def object_aabbs(scene: Any) -> tuple[np.ndarray, np.ndarray]:
-    """World-aligned bounding boxes of the objects' geoms: centers (N, 3) and half sizes (N, 3)."""
-    geoms = scene.geoms
-    reach = (np.abs(geoms.rotations[0]) @ geoms.half_sizes[:, :, None])[:, :, 0]
-    lower, upper = geoms.centers[0] - reach, geoms.centers[0] + reach
-    n = len(scene.objects)
-    lo, hi = np.full((n, 3), np.inf), np.full((n, 3), -np.inf)
-    np.minimum.at(lo, geoms.geom_object, lower)
-    np.maximum.at(hi, geoms.geom_object, upper)
-    empty = ~np.isfinite(lo[:, 0])
-    lo[empty] = hi[empty] = np.asarray(scene.positions)[empty]
-    return (lo + hi) / 2, (hi - lo) / 2
-
-
 # -- scene graphs of a state --------------------------------------------------------------------------
 
 def view_graphs(scene: Any, views: list[str] | None = None) -> dict[str, ViewGraph]:

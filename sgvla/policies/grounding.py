@@ -6,8 +6,9 @@ must pick the candidate that the instruction means. Two sources of evidence:
 
 * a scene graph in the prompt: triplets about the target (`target_akita_black_bowl`); each
   candidate is scored by how many of them its position satisfies under the same world-frame rule
-  the ground truth uses (dominant axis; dx > 0 in front, dy > 0 left), with horizontal proximity
-  standing in for image overlap when deciding stacking;
+  the ground truth uses (dominant axis; dx > 0 in front, dy > 0 left); stacking and containment
+  are read off the objects' bounding boxes when the policy perceives them (one resting on the
+  other's top, or inside it: the bowl in the cabinet's drawer), else off horizontal proximity;
 * the referring expression of the instruction ("the black bowl between the plate and the
   ramekin", "... next to the cookie box", "... on the stove", "... from table center", ...).
 
@@ -36,6 +37,9 @@ class PerceivedScene:
     candidates: np.ndarray  # (K, 3) world positions of the look-alike objects
     landmarks: Mapping[str, np.ndarray]  # ontology name -> (3,) world position
     table_center: np.ndarray  # (3,) centre of the workspace
+    # Bounding boxes (centre, half size), stacked (2, 3), where perceived: candidates (K, 2, 3), landmarks by name.
+    candidate_boxes: np.ndarray | None = None
+    landmark_boxes: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -46,15 +50,38 @@ class Grounding:
     scores: tuple[float, ...] = field(default=())
 
 
+def stacked_relation(a_box: np.ndarray, b_box: np.ndarray, contain: bool) -> str | None:
+    """a's vertical relation to b from their boxes (centre, half size), or None if neither rests on or holds the other.
+
+    On top: a's centre within b's footprint, above b's top, and a's bottom above b's centre (a box
+    beside a tall one is not on it). Inside (containment pairs only): the smaller one's centre within
+    the other's box.
+    """
+    (ac, ah), (bc, bh) = np.asarray(a_box, float), np.asarray(b_box, float)
+    if np.any(np.abs(ac[:2] - bc[:2]) > np.maximum(ah[:2], bh[:2])):
+        return None
+    if ac[2] > bc[2] + bh[2] and ac[2] - ah[2] >= bc[2]:
+        return "is_on_top_of"
+    if bc[2] > ac[2] + ah[2] and bc[2] - bh[2] >= ac[2]:
+        return "is_below_of"
+    if contain and np.all(np.abs(ac - bc) <= np.maximum(ah, bh)):
+        return "is_inside" if np.prod(ah) <= np.prod(bh) else "contains"
+    return None
+
+
 def perceived_relation(a: np.ndarray, b: np.ndarray, a_name: str, b_name: str, drawer: bool,
-                       params: RelationParams = RelationParams()) -> str:
-    """The relation a policy would read off positions for the ordered pair (a, b)."""
+                       params: RelationParams = RelationParams(), boxes: tuple[np.ndarray, np.ndarray] | None = None) -> str:
+    """The relation a policy would read off positions (and boxes, when perceived) for the ordered pair (a, b)."""
+    contain_pair = drawer and {a_name, b_name} == set(params.drawer_pair)
+    if boxes is not None:
+        stacked = stacked_relation(*boxes, contain_pair)
+        if stacked is not None:
+            return stacked
     d = np.asarray(a, float) - np.asarray(b, float)
     if np.hypot(d[0], d[1]) < STACK_RADIUS:
-        contain = drawer and {a_name, b_name} == set(params.drawer_pair)
         if d[2] >= 0:
-            return "is_inside" if contain else "is_on_top_of"
-        return "contains" if contain else "is_below_of"
+            return "is_inside" if contain_pair else "is_on_top_of"
+        return "contains" if contain_pair else "is_below_of"
     if abs(d[0]) >= abs(d[1]):
         return "is_in_front_of" if d[0] > 0 else "is_behind"
     return "is_left_of" if d[1] > 0 else "is_right_of"
@@ -75,14 +102,18 @@ def ground_with_graph(context: str, scene: PerceivedScene, ontology: Ontology, t
     if not facts:
         return None
     scores = []
-    for cand in scene.candidates:
+    for k, cand in enumerate(scene.candidates):
         agree = 0
         for t, other in facts:
             pos = scene.landmarks[other]
+            boxes = None
+            if scene.candidate_boxes is not None and other in scene.landmark_boxes:
+                boxes = (scene.candidate_boxes[k], scene.landmark_boxes[other])
             if t.subject == target:
-                agree += perceived_relation(cand, pos, target, other, drawer) == t.relation
+                agree += perceived_relation(cand, pos, target, other, drawer, boxes=boxes) == t.relation
             else:
-                agree += perceived_relation(pos, cand, other, target, drawer) == t.relation
+                agree += perceived_relation(pos, cand, other, target, drawer,
+                                            boxes=boxes[::-1] if boxes else None) == t.relation
         scores.append(agree / len(facts))
     best = int(np.argmax(scores))
     if len(scores) > 1 and sorted(scores)[-1] == sorted(scores)[-2]:

@@ -61,7 +61,10 @@ def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, l
     names = sorted((n for n in scene.objects if n in group), key=lambda n: tuple(np.round(scene.position(n), 4)))
     landmarks = {n: scene.position(n) for n in scene.objects if n not in group}
     candidates = np.array([scene.position(n) for n in names])
-    return PerceivedScene(candidates, landmarks, np.asarray(table_center, float)), names
+    centers, halves = scene.aabbs()
+    box = {n: np.stack([c, h]) for n, c, h in zip(scene.objects, centers, halves, strict=True)}
+    return PerceivedScene(candidates, landmarks, np.asarray(table_center, float),
+                          np.array([box[n] for n in names]), {n: box[n] for n in landmarks}), names
 
 
 class PromptGroundedPolicy:

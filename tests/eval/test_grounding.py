@@ -67,3 +67,25 @@ def test_unresolvable_instruction_is_reported_as_fallback():
     assert (g.index, g.source) == (0, "fallback")
     with pytest.raises(ValueError, match="no candidate"):
         ground_target("pick up the black bowl next to the plate", scene(), ONT)
+
+
+def test_drawer_bowl_is_told_from_the_bowl_on_the_cabinet_by_their_boxes():
+    # LIBERO-Spatial task 4 as the simulator lays it out (bounding boxes: centre, half size): one bowl
+    # in the cabinet's open top drawer, the other on the cabinet's top. Both are within a few cm of
+    # the cabinet horizontally; only their boxes say which one is inside and which one on top.
+    cabinet = "wooden_cabinet_1"
+    boxes = {cabinet: np.array([[0.042, -0.221, 1.011], [0.192, 0.223, 0.12]])}
+    in_drawer = np.array([[0.085, -0.130, 1.091], [0.079, 0.079, 0.029]])
+    on_top = np.array([[0.018, -0.277, 1.155], [0.079, 0.079, 0.029]])
+    landmarks = {**LANDMARKS, cabinet: np.array([0.031, -0.261, 0.905])}
+    perceived = PerceivedScene(np.array([[0.018, -0.278, 1.126], [0.085, -0.130, 1.063]]), landmarks,
+                               np.array([0.0, 0.0, 0.9]), np.stack([on_top, in_drawer]), boxes)
+    task = "pick up the black bowl in the top drawer of the wooden cabinet and place it on the plate"
+    context = format_prompt_context(Graph([Triplet(ONT.manipulated, "is_inside", cabinet)]), "agentview", ONT)
+    g = ground_target(compose_prompt(task, context), perceived, ONT, task=task)
+    assert (g.index, g.source) == (1, "scene_graph"), g
+    # From positions alone, horizontal proximity takes the bowl on top (2 cm from the cabinet's
+    # origin) for the one inside, the drawer bowl (14 cm away) for one beside it: the wrong bowl.
+    g = ground_target(compose_prompt(task, context), PerceivedScene(perceived.candidates, landmarks,
+                                                                    perceived.table_center), ONT, task=task)
+    assert (g.index, g.source) == (0, "scene_graph"), g
