@@ -146,7 +146,11 @@ class DatasetRecorder(Node):
     def tick(self):
         if self.recorder is None and not self.begin():
             return
-        self.recorder.tick()  # silent joint_states raise ArmFault: the episode is discarded, the node exits 1
+        try:
+            self.recorder.tick()
+        except ArmFault as e:  # silent joint_states: the episode being recorded is discarded (destroy_node)
+            self.get_logger().fatal(str(e))
+            raise SystemExit(1) from e
         if self.recorder.done:
             stats = self.recorder.stats
             self.get_logger().info(f"saved {stats.saved} episode(s), {stats.frames} frames; discarded "
@@ -156,7 +160,11 @@ class DatasetRecorder(Node):
 
     def begin(self) -> bool:
         """Start the loop once joint states, a frame of every camera and the task are in."""
-        if self.follower.watchdog.stale or not self.task or not all(s.ready for s in self.sources.values()):
+        missing = [f"{n}/image_raw" + (" and depth" if s.config.depth else "")
+                   for n, s in self.sources.items() if not s.ready]
+        missing += (["joint_states"] if self.follower.watchdog.stale else []) + ([] if self.task else ["task"])
+        if missing:
+            self.get_logger().info(f"waiting for {', '.join(missing)}", throttle_duration_sec=10.0)
             return False
         # A save blocks this node's callbacks for seconds, and the cameras read as lost meanwhile: they are back
         # within reconnect_s of the next frame, before the next episode can start.

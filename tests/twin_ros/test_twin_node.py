@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from sgvla.launch_plan import HARDWARE_TOPICS
+
 from .conftest import rig_file
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
@@ -61,6 +63,11 @@ last = {t: v[-1][1] for t, v in seen.items()}
 image, info, depth, graph = (last[t] for t in ("agentview/image_raw", "agentview/camera_info",
                                                  "agentview/depth/image_raw", "scene_graph/agentview"))
 mm = memoryview(bytes(depth.data)).cast("H")
+endpoints = {}
+for name, types in node.get_topic_names_and_types():
+    for e in node.get_publishers_info_by_topic(name):
+        endpoints.setdefault(name, []).append([e.node_name, e.topic_type, e.qos_profile.reliability.name,
+                                               e.qos_profile.durability.name])
 print(json.dumps({
     "names": list(last["joint_states"].name), "rates": rates, "elbow": elbow, "pan": [pan0, pan1, pan2],
     "image": [image.width, image.height, image.encoding, image.step, image.header.frame_id],
@@ -68,9 +75,9 @@ print(json.dumps({
               sorted(mm)[len(mm) // 2]],
     "k": list(info.k), "info": [info.width, info.height, info.header.frame_id],
     "depth_info": list(last["agentview/depth/camera_info"].k) == list(info.k),
-    "graph": [graph.camera, graph.source, list(graph.objects), [(t.subject, t.relation, t.object) for t in graph.triplets],
-              graph.header.frame_id],
-    "task": last["task"].data}))
+    "graph": [graph.camera, graph.source, list(graph.objects),
+              [(t.subject, t.relation, t.object) for t in graph.triplets], graph.header.frame_id],
+    "task": last["task"].data, "endpoints": endpoints}))
 """
 
 
@@ -114,3 +121,16 @@ def test_twin_node_speaks_the_hardware_topics_with_the_arms_safety(tmp_path, ros
     # asked for; then the arm holds where it is.
     assert 5.0 < pan1 - pan0 < 100.0 and abs(pan2 - pan1) < 1.0, seen["pan"]
     assert "command refused" in log and "unknown: ['elbow']" in log, log[-3000:]
+
+    # Every topic the hardware table gives so101_twin, with its type and QoS (as so101_arm and camera publish).
+    qos = {"sensor": ("BEST_EFFORT", "VOLATILE"), "reliable": ("RELIABLE", "VOLATILE"),
+           "latched": ("RELIABLE", "TRANSIENT_LOCAL")}
+    for topic in HARDWARE_TOPICS:
+        if "so101_twin" not in topic.publishers:
+            continue
+        for camera in ("agentview", "wrist") if "{camera}" in topic.name else ("",):
+            if camera == "wrist" and "depth" in topic.name:
+                continue  # the wrist camera has no depth stream
+            name = "/" + topic.name.format(camera=camera)
+            twin_endpoints = [e for e in seen["endpoints"].get(name, []) if e[0] == "so101_twin"]
+            assert twin_endpoints == [["so101_twin", topic.type, *qos[topic.qos]]], (name, seen["endpoints"].get(name))
