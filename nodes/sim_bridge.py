@@ -16,6 +16,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Header, String
 
 from sgvla.nodegraph.episode import HOLD_ACTION, SimSession, SimSettings
+from sgvla.sim.state import object_aabbs
 from sgvla_interfaces.msg import Action, ObjectState, ObjectStates, SimState
 from sgvla_interfaces.srv import ResetEpisode
 from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, state_to_msg, stored_to_upright
@@ -140,7 +141,7 @@ class SimBridge(Node):
 
     def publish_objects(self, state, header):
         scene = state.scene
-        centers, halves = scene.aabbs()
+        centers, halves = object_aabbs(scene)
         msg = ObjectStates(header=header)
         for name, pos, c, h in zip(scene.objects, scene.positions, centers, halves):
             obj = ObjectState(name=name)

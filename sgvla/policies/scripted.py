@@ -19,6 +19,7 @@ from sgvla.policies.base import PromptBudget, StepInput
 from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, split_prompt
 from sgvla.policies.registry import PolicySpec, register_policy
 from sgvla.scene_graph import Ontology, load_ontology
+from sgvla.sim.state import object_aabbs
 
 
 def pick_place(info: dict[str, Any], target: str, place: str):
@@ -61,7 +62,7 @@ def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, l
     names = sorted((n for n in scene.objects if n in group), key=lambda n: tuple(np.round(scene.position(n), 4)))
     landmarks = {n: scene.position(n) for n in scene.objects if n not in group}
     candidates = np.array([scene.position(n) for n in names])
-    centers, halves = scene.aabbs()
+    centers, halves = object_aabbs(scene)
     box = {n: np.stack([c, h]) for n, c, h in zip(scene.objects, centers, halves, strict=True)}
     return PerceivedScene(candidates, landmarks, np.asarray(table_center, float),
                           np.array([box[n] for n in names]), {n: box[n] for n in landmarks}), names

@@ -184,18 +184,22 @@ class SceneState:
             raise KeyError(f"unknown object {name!r}; the scene has {list(self.objects)}")
         return self.positions[self.objects.index(name)]
 
-    def aabbs(self) -> tuple[np.ndarray, np.ndarray]:
-        """World-aligned bounding boxes of the objects' geoms: centers (N, 3) and half sizes (N, 3)."""
-        geoms = self.geoms
-        reach = (np.abs(geoms.rotations[0]) @ geoms.half_sizes[:, :, None])[:, :, 0]
-        lower, upper = geoms.centers[0] - reach, geoms.centers[0] + reach
-        n = len(self.objects)
-        lo, hi = np.full((n, 3), np.inf), np.full((n, 3), -np.inf)
-        np.minimum.at(lo, geoms.geom_object, lower)
-        np.maximum.at(hi, geoms.geom_object, upper)
-        empty = ~np.isfinite(lo[:, 0])
-        lo[empty] = hi[empty] = np.asarray(self.positions)[empty]
-        return (lo + hi) / 2, (hi - lo) / 2
+
+def object_aabbs(scene) -> tuple[np.ndarray, np.ndarray]:
+    """World-aligned bounding boxes of the objects' geoms: centers (N, 3) and half sizes (N, 3).
+
+    ``scene``: a SceneState or anything with its fields (the ROS nodes decode states into namespaces).
+    """
+    geoms = scene.geoms
+    reach = (np.abs(geoms.rotations[0]) @ geoms.half_sizes[:, :, None])[:, :, 0]
+    lower, upper = geoms.centers[0] - reach, geoms.centers[0] + reach
+    n = len(scene.objects)
+    lo, hi = np.full((n, 3), np.inf), np.full((n, 3), -np.inf)
+    np.minimum.at(lo, geoms.geom_object, lower)
+    np.maximum.at(hi, geoms.geom_object, upper)
+    empty = ~np.isfinite(lo[:, 0])
+    lo[empty] = hi[empty] = np.asarray(scene.positions)[empty]
+    return (lo + hi) / 2, (hi - lo) / 2
 
 
 def camera_id(model: mujoco.MjModel, name: str) -> int:
