@@ -6,8 +6,9 @@ Samples, at the rig's control rate, the newest ``joint_states`` (observation.sta
 TeleopRecorder loop of ``sgvla record``; an arm or twin node elsewhere does the moving. Without a command for
 the rig's command_timeout_s the action is the state (the arm holds). Episodes: ``record_control`` (start, save,
 toggle, rerecord, abort, quit) or auto_start; the node exits after ``episodes`` saved episodes, so it can end a
-launch. ``task`` empty: the ``task`` topic's (the twin's prompt). Silent joint_states end the node (exit 1);
-a silent camera discards the episode being recorded.
+launch. ``task`` empty: the ``task`` topic's (the twin's prompt). With ``reset_seed`` >= 0 (the twin), every
+finished episode (saved or not) is followed by a scene reset on ``twin/reset`` (seed: reset_seed + episodes
+finished). Silent joint_states end the node (exit 1); a silent camera discards the episode being recorded.
 """
 
 from pathlib import Path
@@ -18,7 +19,7 @@ from sensor_msgs.msg import Image, JointState
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
 from sgvla_ros.teleop_recorder import OperatorKeys
-from std_msgs.msg import String
+from std_msgs.msg import Int64, String
 
 from sgvla.hardware.arm import ArmFault, ArmState
 from sgvla.hardware.cameras import Camera, CameraError, PushedSource
@@ -89,6 +90,7 @@ class DatasetRecorder(Node):
         self.declare_parameter("reset_time_s", 10.0)
         self.declare_parameter("auto_start", False)
         self.declare_parameter("input_timeout_s", 2.0)  # silent joint_states end the node, a silent camera the episode
+        self.declare_parameter("reset_seed", -1)  # >= 0: reset the twin's scene after each episode
         self.param = lambda name: self.get_parameter(name).value
         if not self.param("root"):
             raise ValueError("dataset_recorder: set the 'root' parameter (dataset folder)")
@@ -106,6 +108,7 @@ class DatasetRecorder(Node):
         self.store = EpisodeStore(Path(self.param("root")), self.param("repo_id"), self.fps, dataset_features(
             {n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()}))
         self.keys, self.recorder = OperatorKeys(), None
+        self.reset_pub, self.finished = self.create_publisher(Int64, "twin/reset", QOS["reliable"]), 0
         self.create_subscription(JointState, "joint_states", self.follower.update, QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.commands.update, QOS["commands"])
         self.create_subscription(String, "task", self.on_task, QOS["latched"])
@@ -151,8 +154,11 @@ class DatasetRecorder(Node):
         except ArmFault as e:  # silent joint_states: the episode being recorded is discarded (destroy_node)
             self.get_logger().fatal(str(e))
             raise SystemExit(1) from e
+        stats = self.recorder.stats
+        if self.param("reset_seed") >= 0 and stats.saved + stats.discarded > self.finished:
+            self.finished = stats.saved + stats.discarded
+            self.reset_pub.publish(Int64(data=self.param("reset_seed") + self.finished))
         if self.recorder.done:
-            stats = self.recorder.stats
             self.get_logger().info(f"saved {stats.saved} episode(s), {stats.frames} frames; discarded "
                                    f"{stats.discarded}; camera frames repeated {stats.repeated}, skipped "
                                    f"{stats.skipped}; dataset has {self.store.episodes} episode(s)")

@@ -6,7 +6,8 @@ joint names), ``<camera>/image_raw``, ``<camera>/camera_info`` and, for depth ca
 (16UC1 millimetres) at each camera's fps. Cameras are the rig config's (``source: twin``, ``device`` = the
 twin's camera). Goals on ``joint_commands`` take the real arm's code path (TwinArm is FollowerArm with the
 twin for motors: limits, max_step per tick, hold when stale). Also ``scene_graph/<camera>`` (the ground-truth
-graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched). Cameras render
+graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched); ``twin/reset``
+(std_msgs/Int64: a seed) places the objects again and the arm at rest. Cameras render
 on a thread of their own (sgvla.hardware.cameras.Camera, paced at their fps; OpenGL draws outside the twin's
 lock), so a slow render (software OpenGL) lowers the camera rate, not the physics and joint state rate.
 """
@@ -20,15 +21,14 @@ from sgvla_ros.graph_io import camera_info_msg, image_msg, scene_graph_msg
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
 from sgvla_ros.so101_arm import joint_state
-from std_msgs.msg import Header, String
-
-from sgvla_interfaces.msg import SceneGraph
+from std_msgs.msg import Header, Int64, String
 
 from sgvla.hardware.cameras import Camera, TwinSource
 from sgvla.hardware.config import load_hardware_config
 from sgvla.hardware.joints import from_radians
 from sgvla.hardware.safety import UnsafeCommand
 from sgvla.hardware.twin_bus import TwinArm, TwinView
+from sgvla_interfaces.msg import SceneGraph
 
 
 def depth_msg(depth_mm, header) -> Image:
@@ -70,6 +70,7 @@ class SO101TwinNode(Node):
         self.counts = dict.fromkeys(["joint_states", *self.cameras], 0)
         self.joint_pub = self.create_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
+        self.create_subscription(Int64, "twin/reset", self.on_reset, QOS["reliable"])
         self.pubs = {}
         for name, camera in self.cameras.items():
             kinds = ("image_raw", "camera_info", "depth/image_raw", "depth/camera_info")
@@ -93,6 +94,12 @@ class SO101TwinNode(Node):
             self.arm.command(from_radians(msg.name, msg.position))
         except (ValueError, UnsafeCommand) as e:  # refused whole; the previous target stands
             self.get_logger().error(f"command refused: {e}", throttle_duration_sec=2.0)
+
+    def on_reset(self, msg: Int64):
+        self.twin.reset(msg.data)  # objects placed again with this seed, the arm at its rest pose, settled
+        self.arm.hold()  # stays at rest until the next command
+        self.last = time.monotonic()
+        self.get_logger().info(f"scene reset with seed {msg.data}")
 
     def tick(self):
         if not self.context.ok():  # shutting down (Ctrl-C): publishing would fail

@@ -183,6 +183,9 @@ HARDWARE_TOPICS = (
           "twin only: ground-truth graph of the camera's visible objects (source=ground_truth)"),
     Topic("task", "std_msgs/msg/String", "latched", "", ("so101_twin",), ("dataset_recorder",),
           "twin only: the task prompt of its task_id (the recorder's task when `task` is empty)"),
+    Topic("twin/reset", "std_msgs/msg/Int64", "reliable", "", ("dataset_recorder",), ("so101_twin",),
+          "twin only: a seed; the objects are placed again and the arm goes to rest (the recorder sends one "
+          "after each episode)"),
     Topic("record_control", "std_msgs/msg/String", "reliable", "", (), ("dataset_recorder",),
           "operator commands: start, save, toggle, rerecord, abort, quit"),
 )
@@ -375,7 +378,8 @@ def _hardware(a: dict[str, str]) -> Plan:
             "episodes": _number(a["episodes"], "episodes", int, 1),
             "episode_time_s": float(_number(a["episode_time_s"], "episode_time_s", float, 0.1)),
             "reset_time_s": float(_number(a["reset_time_s"], "reset_time_s", float, 0.0)),
-            "auto_start": _truthy(a["auto_start"], "auto_start")}, goals))
+            "auto_start": _truthy(a["auto_start"], "auto_start"),
+            "reset_seed": nodes[0].parameters["seed"] + 1 if sim else -1}, goals))
         main = "dataset_recorder"
     return Plan("hardware", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"} if sim else {}, main=main)
 

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.sim]
 OBSERVE = """
 import json, math, time, rclpy
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Int64, String
 from sgvla_interfaces.msg import SceneGraph
 from sgvla_ros.qos import QOS
 rclpy.init()
@@ -59,6 +59,9 @@ spin(1.0)
 pan1 = joints()["shoulder_pan"]
 spin(1.0)
 pan2 = joints()["shoulder_pan"]
+node.create_publisher(Int64, "twin/reset", QOS["reliable"]).publish(Int64(data=5))
+spin(1.5)
+after_reset = joints()
 last = {t: v[-1][1] for t, v in seen.items()}
 image, info, depth, graph = (last[t] for t in ("agentview/image_raw", "agentview/camera_info",
                                                  "agentview/depth/image_raw", "scene_graph/agentview"))
@@ -70,6 +73,7 @@ for name, types in node.get_topic_names_and_types():
                                                e.qos_profile.durability.name])
 print(json.dumps({
     "names": list(last["joint_states"].name), "rates": rates, "elbow": elbow, "pan": [pan0, pan1, pan2],
+    "after_reset": after_reset,
     "image": [image.width, image.height, image.encoding, image.step, image.header.frame_id],
     "depth": [depth.encoding, depth.step, depth.header.frame_id, depth.header.stamp == image.header.stamp or None,
               sorted(mm)[len(mm) // 2]],
@@ -121,6 +125,8 @@ def test_twin_node_speaks_the_hardware_topics_with_the_arms_safety(tmp_path, ros
     # asked for; then the arm holds where it is.
     assert 5.0 < pan1 - pan0 < 100.0 and abs(pan2 - pan1) < 1.0, seen["pan"]
     assert "command refused" in log and "unknown: ['elbow']" in log, log[-3000:]
+    # twin/reset: the arm is back at its rest pose (config/twin/so101_tabletop.yaml: pan 0) and holds there.
+    assert abs(math.degrees(seen["after_reset"]["shoulder_pan"])) < 2.0 and "scene reset with seed 5" in log
 
     # Every topic the hardware table gives so101_twin, with its type and QoS (as so101_arm and camera publish).
     qos = {"sensor": ("BEST_EFFORT", "VOLATILE"), "reliable": ("RELIABLE", "VOLATILE"),
