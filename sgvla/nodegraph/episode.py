@@ -23,6 +23,7 @@ from sgvla.eval.loop import Episode, episode_info
 from sgvla.policies.base import PromptBudget, StepInput
 from sgvla.policies.registry import PolicySpec
 from sgvla.scene_graph import Graph, Ontology, ViewGraph
+from sgvla.sim.expert import PickPlaceController
 
 LEARNED = {"act", "smolvla", "pi0", "pi05", "lerobot"}  # as sgvla.eval.runner: these need camera images
 HOLD_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])  # LIBERO's no-op: keep the pose, gripper open
@@ -256,6 +257,9 @@ class PolicySession:
             t = time.perf_counter()
             self.context = self._context(task, view_graph)
             self.context_s += time.perf_counter() - t + graph_s
+        # The node graph simulates LIBERO (sim_bridge), whose controller needs no simulator handle: it is made
+        # here, on the policy's side of the topics, where the in-process loop takes the backend's.
+        info = {**info, "pick_place": PickPlaceController}
         action = self.policy.act(StepInput(observation, self.context.prompt, scene, info))
         self.steps = step + 1
         return np.asarray(action, dtype=np.float64).reshape(-1)

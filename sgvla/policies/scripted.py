@@ -1,8 +1,7 @@
 """Scripted policies for CPU evaluation: the privileged expert and the prompt-grounded policy.
 
 Both drive the backend's pick-and-place controller (`StepInput.info["pick_place"](target, place)`:
-LIBERO's `sgvla.sim.expert.PickPlaceController`, the SO101 twin's IK controller; LIBERO's when the
-info crossed a topic and lost the factory). The
+LIBERO's `sgvla.sim.expert.PickPlaceController`, the SO101 twin's IK controller). The
 expert is told the target by the task's goal: an upper bound that ignores the prompt. The
 prompt-grounded policy is not: it resolves "the black bowl ..." from the prompt it receives (its
 wording, and an injected scene graph when present) against unlabeled bowl positions, so its
@@ -26,7 +25,8 @@ def pick_place(info: dict[str, Any], target: str, place: str):
     """The backend's controller moving ``target`` onto ``place``."""
     factory = info.get("pick_place")
     if factory is None:
-        from sgvla.sim.expert import PickPlaceController as factory
+        raise ValueError("StepInput.info has no 'pick_place' controller factory; scripted policies drive the "
+                         "backend's controller (EpisodeRunner and the ROS policy node provide it)")
     return factory(target, place)
 
 _PLACE = re.compile(r"\b(?:place|put) it (?:on|onto|in|into) (?:the )?(?P<obj>[a-z ]+?)\s*$")

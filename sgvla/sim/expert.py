@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sgvla.sim.bddl import BddlProblem
-from sgvla.sim.libero_env import SceneState
+from sgvla.sim.state import SceneState
 
 OPEN, CLOSE = -1.0, 1.0
 POS_SCALE, ROT_SCALE = 0.05, 0.5  # OSC_POSE output_max of LIBERO's controller config
