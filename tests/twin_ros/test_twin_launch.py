@@ -38,11 +38,12 @@ def test_twin_teleoperated_from_the_leader_and_recorded(tmp_path, calibration_di
     assert frame["observation.images.agentview"].std() > 0.02  # a rendered scene, not a blank image
     state = np.stack([ds[i]["observation.state"].numpy() for i in range(n)])
     action = np.stack([ds[i]["action"].numpy() for i in range(n)])
-    print("state ptp", np.ptp(state, axis=0), "action ptp", np.ptp(action, axis=0))
     lag = 5
     err = np.abs(state[lag:, :5] - action[:-lag, :5])
-    print("tracking error (deg) max", err.max(axis=0), "median", np.median(err, axis=0))
+    moves = {"state ptp": np.ptp(state, axis=0).round(1), "action ptp": np.ptp(action, axis=0).round(1),
+             "error max": err.max(axis=0).round(1), "error median": np.median(err, axis=0).round(1)}
+    print(moves)
     # The leader's hand moves every joint; the twin's joints move as much and follow a few ticks behind.
-    assert (np.ptp(action[:, :5], axis=0) > 2.0).all()
-    assert (np.ptp(state[:, :5], axis=0) > 2.0).all()
-    assert np.median(err, axis=0).max() < 5.0
+    assert (np.ptp(action[:, :5], axis=0) > 2.0).all(), (moves, proc.log[-3000:])
+    assert (np.ptp(state[:, :5], axis=0) > 2.0).all(), (moves, proc.log[-3000:])
+    assert np.median(err, axis=0).max() < 5.0, (moves, proc.log[-3000:])
