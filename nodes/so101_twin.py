@@ -67,7 +67,7 @@ class SO101TwinNode(Node):
                         for n in param("cameras")}
         self.published = dict.fromkeys(self.cameras, 0)
         self.max_catch_up_s, self.last = param("max_catch_up_s"), time.monotonic()
-        self.counts = dict.fromkeys(["joint_states", *self.cameras], 0)
+        self.counts, self.simulated = dict.fromkeys(["joint_states", *self.cameras], 0), 0.0
         self.joint_pub = self.create_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
         self.create_subscription(Int64, "twin/reset", self.on_reset, QOS["reliable"])
@@ -105,8 +105,9 @@ class SO101TwinNode(Node):
         if not self.context.ok():  # shutting down (Ctrl-C): publishing would fail
             return
         now = time.monotonic()
-        self.twin.advance(min(now - self.last, self.max_catch_up_s))  # real time, bounded after a stall
-        self.last = now
+        step = min(now - self.last, self.max_catch_up_s)  # real time, bounded after a stall
+        self.twin.advance(step)
+        self.last, self.simulated = now, self.simulated + step
         state = self.arm.read()
         self.arm.step()
         self.joint_pub.publish(joint_state(self, state.positions))
@@ -136,8 +137,9 @@ class SO101TwinNode(Node):
             self.graph_pubs[views[view]].publish(scene_graph_msg(graph, header))
 
     def report_rates(self):
-        counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
-        self.get_logger().info("rates (Hz): " + ", ".join(f"{k} {v / 5.0:.1f}" for k, v in counts.items()))
+        counts, self.counts, simulated, self.simulated = self.counts, dict.fromkeys(self.counts, 0), self.simulated, 0.0
+        self.get_logger().info("rates (Hz): " + ", ".join(f"{k} {v / 5.0:.1f}" for k, v in counts.items())
+                               + f"; physics {simulated / 5.0:.2f} x real time")
 
     def destroy_node(self):
         self.arm.close()  # the twin holds where it is
