@@ -28,6 +28,8 @@ from sgvla.hardware.config import load_hardware_config
 from sgvla.hardware.joints import from_radians
 from sgvla.hardware.safety import UnsafeCommand
 from sgvla.hardware.twin_bus import TwinArm, TwinView
+from sgvla.twin.config import load_twin_config
+from sgvla.twin.twin import So101Twin
 from sgvla_interfaces.msg import SceneGraph
 
 
@@ -48,9 +50,6 @@ class SO101TwinNode(Node):
         self.declare_parameter("graph_rate_hz", 5.0)  # ground-truth scene graphs per second; 0: none
         self.declare_parameter("max_catch_up_s", 0.25)  # physics catch-up per tick after a stall
         param = lambda name: self.get_parameter(name).value  # noqa: E731
-        from sgvla.twin.config import load_twin_config
-        from sgvla.twin.twin import So101Twin
-
         rig = load_hardware_config(param("config"))
         by_name = {c.name: c for c in rig.cameras}
         wrong = [n for n in param("cameras") if n not in by_name or by_name[n].source != "twin"]
@@ -96,6 +95,9 @@ class SO101TwinNode(Node):
             self.get_logger().error(f"command refused: {e}", throttle_duration_sec=2.0)
 
     def on_reset(self, msg: Int64):
+        if msg.data < 0:
+            self.get_logger().error(f"twin/reset: a seed is >= 0, got {msg.data}; the scene stays")
+            return
         self.twin.reset(msg.data)  # objects placed again with this seed, the arm at its rest pose, settled
         self.arm.hold()  # stays at rest until the next command
         self.last = time.monotonic()
