@@ -1,7 +1,8 @@
 """LeRobot dataset from the hardware topics: `sgvla record`'s loop and layout, fed by ROS instead of the arms.
 
 Samples, at the rig's control rate, the newest ``joint_states`` (observation.state), ``joint_commands``
-(action: the goal the arm follows; with teleop the leader's joints, by remapping) and each camera's
+(action: the goal as commanded, with teleop the leader's joints by remapping; `sgvla record` stores the goal
+after the arm's clamping, which the topics do not carry) and each camera's
 ``<camera>/image_raw`` (with ``<camera>/depth/image_raw`` of the same stamp) into an EpisodeStore, through the
 TeleopRecorder loop of ``sgvla record``; an arm or twin node elsewhere does the moving. Without a command for
 the rig's command_timeout_s the action is the state (the arm holds). Episodes: ``record_control`` (start, save,
@@ -109,8 +110,9 @@ class DatasetRecorder(Node):
             {n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()}))
         self.keys, self.recorder = OperatorKeys(), None
         self.reset_pub, self.finished = self.create_publisher(Int64, "twin/reset", QOS["reliable"]), 0
-        self.create_subscription(JointState, "joint_states", self.follower.update, QOS["sensor"])
-        self.create_subscription(JointState, "joint_commands", self.commands.update, QOS["commands"])
+        self.create_subscription(JointState, "joint_states", lambda m: self.on_joints(self.follower, m), QOS["sensor"])
+        self.create_subscription(JointState, "joint_commands", lambda m: self.on_joints(self.commands, m),
+                                 QOS["commands"])
         self.create_subscription(String, "task", self.on_task, QOS["latched"])
         self.create_subscription(String, "record_control", self.on_control, QOS["reliable"])
         for name, source in self.sources.items():
@@ -123,6 +125,12 @@ class DatasetRecorder(Node):
         self.get_logger().info(f"{HELP} (publish them on record_control); dataset {self.param('root')} has "
                                f"{self.store.episodes} episode(s); waiting for joint_states and cameras "
                                f"{list(self.sources)}")
+
+    def on_joints(self, joints: LatestJoints, msg: JointState):
+        try:
+            joints.update(msg)
+        except ValueError as e:  # names that are not the arm's: ignored, as the arm refuses them
+            self.get_logger().error(f"{joints.topic}: {e}", throttle_duration_sec=2.0)
 
     def on_task(self, msg: String):
         self.task = self.task or msg.data
