@@ -1,4 +1,4 @@
-"""sim_bridge: a simulator backend on topics (LIBERO now; the SO101 MuJoCo scene later).
+"""sim_bridge: the LIBERO backend on topics (the SO101 twin has its own node, so101_twin, speaking the hardware topics).
 
 Publishes per control step the privileged state (`sim/state`: SceneState, goal, robot state, success,
 done), camera images with CameraInfo (when the episode renders them), joint states, object states and

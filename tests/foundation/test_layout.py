@@ -92,7 +92,8 @@ def test_launch_files_name_existing_nodes_and_parameters(launch_file):
             assert f'declare_parameter("{p}"' in source, f"{executable} declares no parameter {p}"
 
 
-def test_readme_topic_table_is_the_launch_plan():
+@pytest.mark.parametrize("launch", ["sim_eval", "hardware"])
+def test_readme_topic_table_is_the_launch_plan(launch):
     from sgvla.launch_plan import topic_table
 
-    assert topic_table() in (REPO_ROOT / "README.md").read_text()
+    assert topic_table(launch=launch) in (REPO_ROOT / "README.md").read_text()
