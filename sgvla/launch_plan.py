@@ -144,8 +144,8 @@ TOPICS = (
 
 
 NODE_ROLES = {
-    "sim_bridge": "owns the LIBERO simulator (the SO101 twin runs as so101_twin, hardware launch): state, images, clock; steps on "
-                  "actions (lock-step or free-running); serves reset_episode",
+    "sim_bridge": "owns the LIBERO simulator (the SO101 twin runs as so101_twin, hardware launch): state, images, "
+                  "clock; steps on actions (lock-step or free-running); serves reset_episode",
     "scene_graph": "live ground-truth graph per camera from the state; serialized context; overlays",
     "vla_policy": "composes the prompt per context mode, runs the policy (scripted or LeRobot VLA), publishes "
                   "actions and its prompt token budget use",
