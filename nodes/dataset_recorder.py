@@ -12,7 +12,6 @@ finished episode (saved or not) is followed by a scene reset on ``twin/reset`` (
 finished). Silent joint_states end the node (exit 1); a silent camera discards the episode being recorded.
 """
 
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -193,7 +192,6 @@ class DatasetRecorder(Node):
         return True
 
     def destroy_node(self):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches us twice (terminal, launch): finish
         self.store.close()  # an unsaved episode is dropped
         for closeable in (*self.cameras, self.keys):
             closeable.close()

@@ -4,7 +4,8 @@
 
 NODES.yaml: {main: NAME, nodes: [{name, module, args: [--ros-args ...]}]}, written by `sgvla.launch_cmd`
 from the same launch plan as the multi-process launch. Every node keeps its own command-line arguments
-(name remap, parameter files, remappings). Messages still go through DDS. Exits with the main node's code.
+(name remap, parameter files, remappings). Messages still go through DDS. Exits with the main node's code
+(130 when stopped by SIGINT/SIGTERM, which, as for one node, wait for every node's `destroy_node`).
 """
 
 import importlib
@@ -17,7 +18,7 @@ import yaml
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
-from sgvla_ros.runtime import NodeExit
+from sgvla_ros.runtime import NodeExit, init, spin_until_stopped
 
 DRAIN_S = 0.5
 
@@ -44,7 +45,7 @@ def drain(executor, nodes, main: str, seconds: float = DRAIN_S) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     spec = yaml.safe_load(open(argv[0]))
-    rclpy.init()
+    stop = init()
     executor = SingleThreadedExecutor()
     nodes = []
     code = 0
@@ -53,13 +54,15 @@ def main(argv=None) -> int:
             node = node_class(item["module"])(cli_args=item["args"], use_global_arguments=False)
             nodes.append(node)
             executor.add_node(node)
-        executor.spin()
+        spin_until_stopped(executor, stop)
+        code = 130
     except NodeExit as e:
         code = e.code
         drain(executor, nodes, spec["main"])
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except ExternalShutdownException:
         code = 130
     finally:
+        stop.ignore()
         for node in reversed(nodes):
             node.destroy_node()
         rclpy.try_shutdown()

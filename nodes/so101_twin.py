@@ -12,7 +12,6 @@ on a thread of their own (sgvla.hardware.cameras.Camera, paced at their fps; Ope
 lock), so a slow render (software OpenGL) lowers the camera rate, not the physics and joint state rate.
 """
 
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -145,7 +144,6 @@ class SO101TwinNode(Node):
                                + f"; physics {simulated / 5.0:.2f} x real time")
 
     def destroy_node(self):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches us twice (terminal, launch): finish
         self.arm.close()  # the twin holds where it is
         for camera in self.cameras.values():
             camera.close()
