@@ -18,8 +18,8 @@ from sgvla.hardware.config import load_hardware_config
 
 
 class CameraNode(Node):
-    def __init__(self):
-        super().__init__("camera")
+    def __init__(self, **kwargs):
+        super().__init__("camera", **kwargs)
         self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
         self.declare_parameter("camera", "agentview")  # a camera name of the rig
         self.declare_parameter("reconnect_s", 1.0)

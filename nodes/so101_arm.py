@@ -35,8 +35,8 @@ def joint_state(node: Node, positions: dict[str, float]) -> JointState:
 
 
 class SO101Arm(Node):
-    def __init__(self):
-        super().__init__("so101_arm")
+    def __init__(self, **kwargs):
+        super().__init__("so101_arm", **kwargs)
         self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
         self.declare_parameter("port", "")
         self.declare_parameter("calibration_id", "")

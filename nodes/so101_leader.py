@@ -16,8 +16,8 @@ from sgvla.hardware.config import load_hardware_config
 
 
 class SO101Leader(Node):
-    def __init__(self):
-        super().__init__("so101_leader")
+    def __init__(self, **kwargs):
+        super().__init__("so101_leader", **kwargs)
         self.declare_parameter("config", "so101")
         self.declare_parameter("port", "")
         self.declare_parameter("calibration_id", "")

@@ -4,8 +4,9 @@ Reads the same description as `launch/NAME.launch.py` (`sgvla.launch_plan`), run
 (`python -m sgvla_ros.<module> --ros-args ...`, the parameter file plus the launch's values, remappings)
 or, with `--single-process`, all of them in one rclpy process on one executor. Every participant gets the
 loopback-only DDS environment and one ROS domain id (a free one unless `--domain-id`). Runs until the
-plan's main node (the evaluator) exits, then stops the others (SIGINT, then SIGTERM, then SIGKILL) and
-returns the main node's exit code; children die with this process (PR_SET_PDEATHSIG).
+plan's main node exits (sim_eval: the evaluator; hardware: the dataset_recorder when recording, else the arm
+or twin, which run until Ctrl-C), then stops the others (SIGINT, then SIGTERM, then SIGKILL) and returns the
+main node's exit code (130 after Ctrl-C); children die with this process (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -106,18 +107,28 @@ def stop(procs: dict[str, subprocess.Popen], grace_s: float = STOP_GRACE_S) -> N
             time.sleep(0.05)
 
 
+class Interrupts:
+    """While entered, SIGINT and SIGTERM only set `seen`: a second Ctrl-C must not end the launcher while it
+    stops the nodes (its children would get SIGTERM from PR_SET_PDEATHSIG in the middle of their cleanup)."""
+
+    def __enter__(self) -> Interrupts:
+        self.seen = False
+        self.previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _on_signal(self, _signum, _frame) -> None:
+        self.seen = True
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
 def run_processes(plan: Plan, domain_id: int, log=print) -> int:
-    with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
         overrides = write_overrides(plan, Path(tmp))
         env = node_env(plan, domain_id)
         procs: dict[str, subprocess.Popen] = {}
-        interrupted = False
-
-        def on_signal(signum, _frame):
-            nonlocal interrupted
-            interrupted = True
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             for node in plan.nodes:
                 cmd = [sys.executable, "-m", node.module, *ros_args(node, plan.params_file, overrides)]
@@ -125,7 +136,7 @@ def run_processes(plan: Plan, domain_id: int, log=print) -> int:
             log(f"sgvla launch {plan.name}: {len(procs)} nodes on ROS_DOMAIN_ID={domain_id} (loopback only): "
                 + ", ".join(f"{n} [{p.pid}]" for n, p in procs.items()))
             main = procs[plan.main]
-            while not interrupted:
+            while not interrupts.seen:
                 code = main.poll()
                 if code is not None:
                     time.sleep(DRAIN_S)  # the others (a recorder) take what the main node sent last
@@ -140,13 +151,11 @@ def run_processes(plan: Plan, domain_id: int, log=print) -> int:
             return 130
         finally:
             stop(procs)
-            for s, handler in previous.items():
-                signal.signal(s, handler)
 
 
 def run_single_process(plan: Plan, domain_id: int, log=print) -> int:
     """All nodes in one process (`sgvla_ros.multi_node`), one executor."""
-    with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
         overrides = write_overrides(plan, Path(tmp))
         spec = Path(tmp) / "nodes.yaml"
         spec.write_text(yaml.safe_dump({"main": plan.main, "nodes": [
@@ -157,8 +166,12 @@ def run_single_process(plan: Plan, domain_id: int, log=print) -> int:
         log(f"sgvla launch {plan.name}: {len(plan.nodes)} nodes in one process [{proc.pid}] on "
             f"ROS_DOMAIN_ID={domain_id} (loopback only)")
         try:
-            return proc.wait()
-        except KeyboardInterrupt:
+            while not interrupts.seen:
+                code = proc.poll()
+                if code is not None:
+                    return code
+                time.sleep(0.1)
+            log("sgvla launch: interrupted; stopping the nodes")
             return 130
         finally:
             stop({"multi_node": proc})
@@ -166,7 +179,9 @@ def run_single_process(plan: Plan, domain_id: int, log=print) -> int:
 
 def _options(parser) -> None:
     parser.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one)")
-    parser.add_argument("--record", metavar="FOLDER", help="record every topic into a rosbag2 folder (MCAP)")
+    parser.add_argument("--record", metavar="FOLDER", help="the launch's record:=FOLDER: sim_eval records every "
+                                                            "topic into a new rosbag2 folder (MCAP); hardware records "
+                                                            "a LeRobot dataset (an existing one gains episodes)")
     parser.add_argument("--single-process", action="store_true", help="all nodes in one process on one executor")
 
 
@@ -190,7 +205,7 @@ def run(args) -> int:
         if args.record:
             launch_args["record"] = args.record
         plan = launch_plan(args.name, launch_args)
-        if args.record and Path(args.record).exists():
+        if args.record and args.name == "sim_eval" and Path(args.record).exists():
             raise ValueError(f"--record {args.record}: exists; rosbag2 writes a new folder")
     except (ValueError, FileNotFoundError) as e:
         print(f"sgvla launch: {e}", file=sys.stderr)
@@ -210,7 +225,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("launch", help="start a ROS 2 node graph here (what `ros2 launch sgvla_ros NAME.launch.py` "
                                       "starts)",
                        description="Start the nodes of launch/NAME.launch.py with real rclpy on a loopback-only DDS "
-                                   "domain; returns the exit code of the main node (the evaluator). Arguments: "
+                                   "domain; returns the exit code of the main node (sim_eval: the evaluator; hardware: "
+                                   "the dataset_recorder when recording, else the arm or twin). Arguments: "
                                    + arg_help)
     _options(p)
     p.add_argument("name", choices=names)
