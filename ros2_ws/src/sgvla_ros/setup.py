@@ -17,6 +17,7 @@ NODES = {
     "vlm_query": "sgvla_ros.vlm_query:main",
     "so101_arm": "sgvla_ros.so101_arm:main",
     "so101_leader": "sgvla_ros.so101_leader:main",
+    "keyboard_teleop": "sgvla_ros.keyboard_teleop:main",
     "camera": "sgvla_ros.camera:main",
     "teleop_recorder": "sgvla_ros.teleop_recorder:main",
     "so101_twin": "sgvla_ros.so101_twin:main",
