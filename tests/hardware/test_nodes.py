@@ -26,7 +26,9 @@ rclpy.init()
 node = rclpy.create_node("observer")
 seen = {"follower": [], "leader": []}
 def keep(key):
-    return lambda m: seen[key].append((list(m.name), list(m.position)))
+    # Follower states count from the leader's first message on: before it, nothing commands the follower
+    # (the leader node may start seconds later on a loaded machine).
+    return lambda m: (key == "leader" or seen["leader"]) and seen[key].append((list(m.name), list(m.position)))
 node.create_subscription(JointState, "joint_states", keep("follower"), QOS["sensor"])
 node.create_subscription(JointState, "leader/joint_states", keep("leader"), QOS["sensor"])
 deadline = time.monotonic() + 150

