@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from sgvla.sim.expert import task_expert
+from bench_sim import expert_actions  # benchmarks/ is on sys.path when a benchmark runs as a script
+
 from sgvla.sim.libero_env import BackendConfig, make_backend
 from sgvla.twin.backend import TwinBackend
 
@@ -31,17 +32,6 @@ def twin_actions(task: int, steps: int) -> list[np.ndarray]:
         return actions
     finally:
         backend.close()
-
-
-def libero_actions(task: int, steps: int) -> list[np.ndarray]:
-    with make_backend(task, render_images=False) as backend:
-        backend.reset(0)
-        expert = task_expert(backend.task_info.problem)
-        actions = []
-        for _ in range(steps):
-            actions.append(expert.act(backend.scene()))
-            backend.step(actions[-1])
-        return actions
 
 
 def ms_per_step(backend, actions: list[np.ndarray]) -> float:
@@ -92,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     fast_size = BackendConfig(task_id=args.task).image_size
     rows = {
-        f"LIBERO fast {fast_size}x{fast_size}": libero_row(args.task, fast_size, libero_actions(args.task, args.steps)),
+        f"LIBERO fast {fast_size}x{fast_size}": libero_row(args.task, fast_size, expert_actions(args.task, args.steps)),
     }
     actions = twin_actions(args.task, args.steps)
     rows[f"twin {fast_size}x{fast_size}"] = twin_row(args.task, fast_size, actions)

@@ -64,16 +64,16 @@ def test_parameter_file_documents_every_declared_parameter():
 
 
 @pytest.mark.parametrize("launch", launch_names())
-def test_launch_file_starts_the_plans_executables(launch):
-    path = REPO_ROOT / "launch" / f"{launch}.launch.py"
-    tree = ast.parse(path.read_text())
-    literal = {kw.value.value for call in ast.walk(tree) if isinstance(call, ast.Call)
-               and getattr(call.func, "id", "") == "Node" for kw in call.keywords if kw.arg == "executable"}
-    planned = {n.executable for plan in all_plans(launch) for n in plan.nodes}
-    assert literal == planned
-    imports = {a.name for node in ast.walk(tree)
-               if isinstance(node, ast.ImportFrom) and node.module == "sgvla.launch_plan" for a in node.names}
-    assert {"ARGUMENTS", "launch_plan"} <= imports
+def test_launch_file_describes_its_plan(launch):
+    """`ros2 launch` reads the same plan: the file is `describe(<its name>)`, which makes one launch_ros Node
+    per planned node (executable, name, parameters and remappings taken from the plan)."""
+    tree = ast.parse((REPO_ROOT / "launch" / f"{launch}.launch.py").read_text())
+    calls = [call.args[0].value for call in ast.walk(tree) if isinstance(call, ast.Call)
+             and getattr(call.func, "id", "") == "describe"]
+    assert calls == [launch]
+    source = (REPO_ROOT / "nodes" / "launch_description.py").read_text()
+    assert "Node(package=PACKAGE, executable=spec.executable, name=spec.name" in source
+    assert "remappings=list(spec.remappings), parameters=[str(plan.params_file), spec.parameters]" in source
 
 
 def test_arguments_reach_the_nodes():
