@@ -95,7 +95,8 @@ def csv_rows(records: Iterable[dict]) -> list[dict]:
                          "success_rate": round(c.rate.value, 4), "ci95_low": round(c.rate.low, 4),
                          "ci95_high": round(c.rate.high, 4),
                          "delta_pp": "" if c.delta_pp is None else round(c.delta_pp, 2),
-                         "mcnemar_p": "" if c.p_value is None else round(c.p_value, 4)})
+                         # p keeps 4 significant digits: over many matched episodes it can be tiny
+                         "mcnemar_p": "" if c.p_value is None else float(f"{c.p_value:.4g}")})
     return rows
 
 
