@@ -20,3 +20,10 @@ def ros_domain_id() -> int:
 def ros_env(ros_domain_id) -> dict[str, str]:
     """Environment for child processes that start ROS 2 participants (loopback only)."""
     return loopback_env(ros_domain_id)
+
+
+def pytest_collection_modifyitems(items):
+    """tests/twin_ros first. After tests/hardware/test_recording.py has run in the same session, the simulated
+    Feetech buses that twin_ros's multi-process launches talk to stopped answering (both ends in processes of
+    their own; cause not found yet, see the session note); alone, or before it, those tests pass."""
+    items.sort(key=lambda item: "twin_ros" not in item.nodeid.split("::")[0])

@@ -1,9 +1,8 @@
 """A simulated leader (and follower) bus with calibration files, a rig file pointing at them, and a helper
 that runs `sgvla launch hardware ...` on the test's loopback-only domain.
 
-The simulated leader runs in a process of its own (`sgvla sim-bus`); a follower bus that a test serves itself
-answers from a thread of the test process, and as in tests/hardware the GIL is handed over sooner so that a
-reply never misses LeRobot's 50 ms packet timeout on a loaded machine."""
+The simulated buses run in a process of their own (`sgvla sim-bus`), as a real arm's servos answer from their
+own hardware."""
 
 import signal
 import subprocess
@@ -18,7 +17,6 @@ from sgvla.hardware.calibration import write_arm_calibration
 from sgvla.hardware.sim_bus import sim_calibration
 from sgvla.paths import REPO_ROOT
 
-sys.setswitchinterval(1e-4)
 
 
 @pytest.fixture
@@ -30,19 +28,20 @@ def calibration_dir(tmp_path) -> Path:
 
 
 @pytest.fixture
-def leader_bus(tmp_path):
-    """`sgvla sim-bus`'s leader (a hand moving it: slow sines about the middle), served by a process of its own:
-    a reply thread in this process competes for the GIL with whatever earlier tests of a long session left
-    running here, and LeRobot waits 50 ms for a reply (the full suite lost every leader reply this way)."""
+def sim_buses(tmp_path):
+    """Ports of `sgvla sim-bus`'s follower and leader (a hand moving it: slow sines about the middle), served by a
+    process of their own: a reply thread in this process competes for the GIL with whatever earlier tests of a long
+    session left running here (after tests/hardware/test_recording.py, replies missed LeRobot's 50 ms timeout)."""
     proc = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "sim-bus", "--calibration-dir", str(tmp_path / "bus")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        lines = []
-        while not any(line.startswith("leader port:") for line in lines):
+        ports = {}
+        while len(ports) < 2:
             line = proc.stdout.readline()
-            assert line, f"sgvla sim-bus ended: {''.join(lines)}"
-            lines.append(line)
-        yield SimpleNamespace(port=next(line for line in lines if line.startswith("leader port:")).split()[-1])
+            assert line, f"sgvla sim-bus ended early: {ports}"
+            if line.startswith(("follower port:", "leader port:")):
+                ports[line.split()[0]] = line.split()[-1]
+        yield SimpleNamespace(**ports)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
@@ -60,6 +59,8 @@ def rig_file(tmp_path: Path, base: str, **changes) -> Path:
 def sgvla_launch(args: list[str], env: dict, domain_id: int, timeout_s: float) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "sgvla.cli", "launch", "hardware", *args, "--domain-id", str(domain_id)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    proc.log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines()
-                         if not line.startswith(("Svt", "x265")))  # video encoder chatter
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if not line.startswith(("Svt", "x265"))]
+    proc.log = "\n".join(lines)
+    # For assertion messages: the launch's own lines (which node exited early) and the log's tail.
+    proc.summary = "\n".join([line for line in lines if line.startswith("sgvla launch")] + ["..."]) + proc.log[-3500:]
     return proc

@@ -30,11 +30,11 @@ print(json.dumps({t: [max(c) - min(c) for c in zip(*v)] for t, v in seen.items()
 """
 
 
-def test_single_process_twin_launch_runs_and_stops_on_ctrl_c(tmp_path, calibration_dir, leader_bus, ros_env,
+def test_single_process_twin_launch_runs_and_stops_on_ctrl_c(tmp_path, calibration_dir, sim_buses, ros_env,
                                                              ros_domain_id):
     cameras = [{"name": n, "source": "twin", "device": n, "width": 32, "height": 24, "fps": 5}
                for n in ("agentview", "wrist")]
-    rig = rig_file(tmp_path, "twin", cameras=cameras, leader={"port": leader_bus.port, "id": "so101_leader",
+    rig = rig_file(tmp_path, "twin", cameras=cameras, leader={"port": sim_buses.leader, "id": "so101_leader",
                                                               "calibration_dir": str(calibration_dir)})
     log = tmp_path / "launch.log"
     launch = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "launch", "hardware", "sim:=true", "teleop:=leader",
