@@ -6,6 +6,7 @@ import os
 import pytest
 
 from sgvla.ros_env import MAX_DOMAIN_ID, loopback_env
+from sgvla.sched import is_realtime
 
 _domains = itertools.count()
 
@@ -22,8 +23,12 @@ def ros_env(ros_domain_id) -> dict[str, str]:
     return loopback_env(ros_domain_id)
 
 
-def pytest_collection_modifyitems(items):
-    """tests/twin_ros first. After tests/hardware/test_recording.py has run in the same session, the simulated
-    Feetech buses that twin_ros's multi-process launches talk to stopped answering (both ends in processes of
-    their own; cause not found yet, see the session note); alone, or before it, those tests pass."""
-    items.sort(key=lambda item: "twin_ros" not in item.nodeid.split("::")[0])
+@pytest.fixture(autouse=True)
+def normal_scheduling():
+    """Every child a test starts inherits this process's scheduling policy: a test that leaves it real-time (a video
+    encoder did, see sgvla/sched.py) starves the simulated buses and nodes of every later test. Fail that test."""
+    yield
+    if is_realtime():
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        pytest.fail(f"the test left the pytest process on a real-time scheduling policy ({policy}, {param})")

@@ -37,6 +37,7 @@ from lerobot.utils.feature_utils import hw_to_dataset_features
 from sgvla.hardware.arm import FollowerArm, LeaderArm
 from sgvla.hardware.cameras import Camera, Frame
 from sgvla.hardware.joints import JOINTS, action_key
+from sgvla.sched import no_realtime
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +166,10 @@ class EpisodeStore:
         begin_commit(self.root)
         try:
             # One stream after the other: parallel encoding forks this process, whose camera and bus
-            # threads may hold locks at that moment.
-            self.dataset.save_episode(parallel_encoding=False)
-            self.dataset.finalize()  # closes this episode's parquet files: nothing later can damage them
+            # threads may hold locks at that moment. The encoder may not take real-time priority (sgvla.sched).
+            with no_realtime():
+                self.dataset.save_episode(parallel_encoding=False)
+                self.dataset.finalize()  # closes this episode's parquet files: nothing later can damage them
         except Exception as e:
             with contextlib.suppress(Exception):
                 self.dataset.finalize()  # let LeRobot flush now, so the rollback also undoes that
@@ -184,7 +186,8 @@ class EpisodeStore:
         """Discard an unsaved episode and release the writer."""
         self.discard()
         if self.dataset is not None:
-            self.dataset.finalize()
+            with no_realtime():
+                self.dataset.finalize()
             self.dataset = None
 
 
