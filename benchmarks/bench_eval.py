@@ -20,7 +20,7 @@ from sgvla.eval.context import build_context
 from sgvla.eval.runner import run_plan
 from sgvla.policies.registry import PolicySpec
 from sgvla.scene_graph import load_ontology
-from sgvla.sim.libero_env import make_backend
+from sgvla.libero.env import make_backend
 
 
 def overhead(steps: int, profile: str) -> dict:

@@ -8,8 +8,8 @@ Seed ``s`` starts from LIBERO's initial state ``s % 50``; an episode fails at Le
 import argparse
 import time
 
-from sgvla.sim.expert import task_expert
-from sgvla.sim.libero_env import make_backend
+from sgvla.libero.expert import task_expert
+from sgvla.libero.env import make_backend
 
 
 def run_task(task_id: int, seeds: range, perturbation: str) -> tuple[int, list[int], float]:

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from sgvla.sim.expert import task_expert
-from sgvla.sim.libero_env import BackendConfig, make_backend
+from sgvla.libero.expert import task_expert
+from sgvla.libero.env import BackendConfig, make_backend
 
 
 def expert_actions(task: int, steps: int) -> list[np.ndarray]:

@@ -28,11 +28,11 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from sgvla.hardware.arm import FollowerArm, LeaderArm  # noqa: E402
-from sgvla.hardware.cameras import Camera, CameraConfig  # noqa: E402
-from sgvla.hardware.config import ArmConfig  # noqa: E402
-from sgvla.hardware.recording import QUIT, EpisodeStore, KeyQueue, TeleopRecorder, dataset_features  # noqa: E402
-from sgvla.hardware.safety import SafetyConfig  # noqa: E402
+from sgvla.so101.hardware.arm import FollowerArm, LeaderArm  # noqa: E402
+from sgvla.so101.hardware.cameras import Camera, CameraConfig  # noqa: E402
+from sgvla.so101.hardware.config import ArmConfig  # noqa: E402
+from sgvla.so101.hardware.recording import QUIT, EpisodeStore, KeyQueue, TeleopRecorder, dataset_features  # noqa: E402
+from sgvla.so101.hardware.safety import SafetyConfig  # noqa: E402
 
 FPS = 30
 

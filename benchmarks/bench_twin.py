@@ -16,8 +16,8 @@ import numpy as np
 
 from bench_sim import expert_actions  # benchmarks/ is on sys.path when a benchmark runs as a script
 
-from sgvla.sim.libero_env import BackendConfig, make_backend
-from sgvla.twin.backend import TwinBackend
+from sgvla.libero.env import BackendConfig, make_backend
+from sgvla.so101.twin.backend import TwinBackend
 
 
 def twin_actions(task: int, steps: int) -> list[np.ndarray]:

@@ -9,7 +9,7 @@
 (config twin: config/hardware/twin.yaml). ``record:=DIR`` adds dataset_recorder, and the launch ends when it
 has recorded ``episodes``. Ports, calibration ids, cameras and safety limits come from the rig config.
 
-Nodes, parameters and remappings come from `sgvla.launch_plan` (the description `sgvla launch hardware`
+Nodes, parameters and remappings come from `sgvla.launch.plan` (the description `sgvla launch hardware`
 runs), resolved with this launch's arguments (`sgvla_ros.launch_description`).
 """
 

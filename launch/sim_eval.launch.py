@@ -3,7 +3,7 @@ evaluator; bag_recorder with record:=FOLDER).
 
     ros2 launch sgvla_ros sim_eval.launch.py eval_config:=config/eval/default.yaml eval_overrides:="tasks=[0]"
 
-Nodes, parameters and remappings come from `sgvla.launch_plan` (the description `sgvla launch sim_eval`
+Nodes, parameters and remappings come from `sgvla.launch.plan` (the description `sgvla launch sim_eval`
 runs), resolved with this launch's arguments (`sgvla_ros.launch_description`); the launch ends when the
 evaluator exits.
 """

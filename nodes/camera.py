@@ -12,9 +12,9 @@ from sensor_msgs.msg import CameraInfo, Image
 from sgvla_ros.runtime import run_node
 from sgvla_ros.qos import QOS
 
-from sgvla.hardware.calibration import load_camera_calibration
-from sgvla.hardware.cameras import Camera
-from sgvla.hardware.config import load_hardware_config
+from sgvla.so101.hardware.calibration import load_camera_calibration
+from sgvla.so101.hardware.cameras import Camera
+from sgvla.so101.hardware.config import load_hardware_config
 
 
 class CameraNode(Node):

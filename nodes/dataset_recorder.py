@@ -22,12 +22,12 @@ from sgvla_ros.runtime import run_node
 from sgvla_ros.teleop_recorder import OperatorKeys
 from std_msgs.msg import Int64, String
 
-from sgvla.hardware.arm import ArmFault, ArmState
-from sgvla.hardware.cameras import Camera, CameraError, PushedSource
-from sgvla.hardware.config import load_hardware_config
-from sgvla.hardware.joints import from_radians
-from sgvla.hardware.recording import HELP, EpisodeStore, TeleopRecorder, dataset_features
-from sgvla.hardware.safety import Watchdog
+from sgvla.so101.hardware.arm import ArmFault, ArmState
+from sgvla.so101.hardware.cameras import Camera, CameraError, PushedSource
+from sgvla.so101.hardware.config import load_hardware_config
+from sgvla.so101.hardware.joints import from_radians
+from sgvla.so101.hardware.recording import HELP, EpisodeStore, TeleopRecorder, dataset_features
+from sgvla.so101.hardware.safety import Watchdog
 
 
 def pixels(msg: Image) -> np.ndarray:

@@ -1,6 +1,6 @@
 """What the evaluation nodes (sim_bridge, scene_graph, vla_policy, evaluator, bag_recorder) share: message
 <-> sgvla conversions (simulator state, graphs, images, camera info, stamps). QoS profiles are in
-`sgvla_ros.qos` (named as in the topic table, `sgvla.launch_plan.QOS`), the run loop in `sgvla_ros.runtime`."""
+`sgvla_ros.qos` (named as in the topic table, `sgvla.launch.plan.QOS`), the run loop in `sgvla_ros.runtime`."""
 
 import array
 

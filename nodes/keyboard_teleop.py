@@ -4,7 +4,7 @@ Run it by hand next to the hardware launch, in a second terminal (`ros2 launch` 
 
     ros2 run sgvla_ros keyboard_teleop --ros-args -p step:=2.0
 
-The goal follows ``joint_states`` until the first key (sgvla.hardware.keyboard has the keys); from then on the
+The goal follows ``joint_states`` until the first key (sgvla.so101.hardware.keyboard has the keys); from then on the
 whole goal goes out on ``joint_commands`` at ``rate_hz``, in radians with the command QoS: the leader's topic and
 units, so the follower's safety layer applies unchanged and, once this node stops, its watchdog holds the arm.
 """
@@ -17,8 +17,8 @@ from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
 from sgvla_ros.so101_arm import joint_state
 
-from sgvla.hardware.joints import from_radians
-from sgvla.hardware.keyboard import KeyboardGoal, RawKeys, help_text
+from sgvla.so101.hardware.joints import from_radians
+from sgvla.so101.hardware.keyboard import KeyboardGoal, RawKeys, help_text
 
 
 class KeyboardTeleop(Node):

@@ -1,4 +1,4 @@
-"""The launch_ros side of `sgvla.launch_plan`: `launch/<name>.launch.py` is `describe("<name>")`.
+"""The launch_ros side of `sgvla.launch.plan`: `launch/<name>.launch.py` is `describe("<name>")`.
 
 The plan (nodes, parameters, remappings, environment, main node) is resolved from the launch arguments at
 launch time; the launch ends when the plan's main node exits. The loopback-only DDS environment of local
@@ -15,8 +15,8 @@ from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from sgvla.launch_plan import ARGUMENTS, PACKAGE, launch_plan
-from sgvla.ros_env import loopback_env
+from sgvla.launch.plan import ARGUMENTS, PACKAGE, launch_plan
+from sgvla.core.ros_env import loopback_env
 
 
 def _nodes(name: str, context) -> list:

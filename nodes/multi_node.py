@@ -2,7 +2,7 @@
 
     python -m sgvla_ros.multi_node NODES.yaml
 
-NODES.yaml: {main: NAME, nodes: [{name, module, args: [--ros-args ...]}]}, written by `sgvla.launch_cmd`
+NODES.yaml: {main: NAME, nodes: [{name, module, args: [--ros-args ...]}]}, written by `sgvla.launch.run`
 from the same launch plan as the multi-process launch. Every node keeps its own command-line arguments
 (name remap, parameter files, remappings). Messages still go through DDS. Exits with the main node's code
 (130 when stopped by SIGINT/SIGTERM, which, as for one node, wait for every node's `destroy_node`).

@@ -1,4 +1,4 @@
-"""QoS profiles chosen once for the whole node graph; topics name them in `sgvla.launch_plan`.
+"""QoS profiles chosen once for the whole node graph; topics name them in `sgvla.launch.plan`.
 
 - reliable: scene graphs, prompts, results: small and must not be lost (keep last 10).
 - sensor: camera images and joint states: best effort, latest wins.

@@ -16,7 +16,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Header, String
 
 from sgvla.nodegraph.episode import HOLD_ACTION, SimSession, SimSettings
-from sgvla.sim.state import object_aabbs
+from sgvla.core.state import object_aabbs
 from sgvla_interfaces.msg import Action, ObjectState, ObjectStates, SimState
 from sgvla_interfaces.srv import ResetEpisode
 from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, state_to_msg, stored_to_upright
@@ -37,7 +37,7 @@ class SimBridge(Node):
         self.declare_parameter("preload", True)  # import the simulator now, not at the first reset
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         if param("preload"):
-            import sgvla.sim.libero_env  # noqa: F401
+            import sgvla.libero.env  # noqa: F401
         self.lockstep = bool(param("lockstep"))
         self.frame_id = param("frame_id")
         self.session = SimSession()

@@ -15,10 +15,10 @@ from sensor_msgs.msg import JointState
 from sgvla_ros.runtime import run_node
 from sgvla_ros.qos import QOS
 
-from sgvla.hardware.arm import ArmFault, FollowerArm
-from sgvla.hardware.config import load_hardware_config
-from sgvla.hardware.joints import JOINTS, from_radians, to_radians
-from sgvla.hardware.safety import UnsafeCommand
+from sgvla.so101.hardware.arm import ArmFault, FollowerArm
+from sgvla.so101.hardware.config import load_hardware_config
+from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
+from sgvla.so101.hardware.safety import UnsafeCommand
 
 
 

@@ -11,8 +11,8 @@ from sgvla_ros.runtime import run_node
 from sgvla_ros.qos import QOS
 from sgvla_ros.so101_arm import arm_overrides, joint_state
 
-from sgvla.hardware.arm import ArmFault, LeaderArm
-from sgvla.hardware.config import load_hardware_config
+from sgvla.so101.hardware.arm import ArmFault, LeaderArm
+from sgvla.so101.hardware.config import load_hardware_config
 
 
 class SO101Leader(Node):

@@ -8,7 +8,7 @@ twin's camera). Goals on ``joint_commands`` take the real arm's code path (TwinA
 twin for motors: limits, max_step per tick, hold when stale). Also ``scene_graph/<camera>`` (the ground-truth
 graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched); ``twin/reset``
 (std_msgs/Int64: a seed) places the objects again and the arm at rest. Cameras render
-on a thread of their own (sgvla.hardware.cameras.Camera, paced at their fps; OpenGL draws outside the twin's
+on a thread of their own (sgvla.so101.hardware.cameras.Camera, paced at their fps; OpenGL draws outside the twin's
 lock), so a slow render (software OpenGL) lowers the camera rate, not the physics and joint state rate.
 """
 
@@ -23,13 +23,13 @@ from sgvla_ros.runtime import run_node
 from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import Header, Int64, String
 
-from sgvla.hardware.cameras import Camera, TwinSource
-from sgvla.hardware.config import load_hardware_config
-from sgvla.hardware.joints import from_radians
-from sgvla.hardware.safety import UnsafeCommand
-from sgvla.hardware.twin_bus import TwinArm, TwinView
-from sgvla.twin.config import load_twin_config
-from sgvla.twin.twin import So101Twin
+from sgvla.so101.hardware.cameras import Camera, TwinSource
+from sgvla.so101.hardware.config import load_hardware_config
+from sgvla.so101.hardware.joints import from_radians
+from sgvla.so101.hardware.safety import UnsafeCommand
+from sgvla.so101.twin.bus import TwinArm, TwinView
+from sgvla.so101.twin.config import load_twin_config
+from sgvla.so101.twin.twin import So101Twin
 from sgvla_interfaces.msg import SceneGraph
 
 

@@ -17,10 +17,10 @@ from sgvla_ros.qos import QOS
 from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import String
 
-from sgvla.hardware.arm import FollowerArm, LeaderArm
-from sgvla.hardware.cameras import Camera
-from sgvla.hardware.config import load_hardware_config
-from sgvla.hardware.recording import HELP, EpisodeStore, KeyQueue, TeleopRecorder, TerminalKeys, dataset_features
+from sgvla.so101.hardware.arm import FollowerArm, LeaderArm
+from sgvla.so101.hardware.cameras import Camera
+from sgvla.so101.hardware.config import load_hardware_config
+from sgvla.so101.hardware.recording import HELP, EpisodeStore, KeyQueue, TeleopRecorder, TerminalKeys, dataset_features
 
 
 class OperatorKeys:

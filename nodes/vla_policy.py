@@ -44,7 +44,7 @@ class VLAPolicy(Node):
         super().__init__("vla_policy", **kwargs)
         self.declare_parameter("lockstep", True)
         self.declare_parameter("ontology", "libero_spatial")
-        self.declare_parameter("preload", ["sgvla.policies.scripted", "sgvla.sim.expert"])  # modules imported now
+        self.declare_parameter("preload", ["sgvla.policies.scripted", "sgvla.libero.expert"])  # modules imported now
         self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # image topics a learned policy reads
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         for module in param("preload"):

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from sgvla.ros_env import MAX_DOMAIN_ID, loopback_env
-from sgvla.sched import is_realtime
+from sgvla.core.ros_env import MAX_DOMAIN_ID, loopback_env
+from sgvla.core.sched import is_realtime
 
 _domains = itertools.count()
 
@@ -26,7 +26,7 @@ def ros_env(ros_domain_id) -> dict[str, str]:
 @pytest.fixture(autouse=True)
 def normal_scheduling():
     """Every child a test starts inherits this process's scheduling policy: a test that leaves it real-time (a video
-    encoder did, see sgvla/sched.py) starves the simulated buses and nodes of every later test. Fail that test."""
+    encoder did, see sgvla/core/sched.py) starves the simulated buses and nodes of every later test. Fail that test."""
     yield
     if is_realtime():
         policy, param = os.sched_getscheduler(0), os.sched_getparam(0)

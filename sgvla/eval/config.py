@@ -1,6 +1,6 @@
 """The evaluation plan: which policies, tasks, perturbations, context modes and seeds.
 
-Loaded from `config/eval/*.yaml` (see `sgvla.config`), overridable from the command line with
+Loaded from `config/eval/*.yaml` (see `sgvla.core.config`), overridable from the command line with
 `key=value`. Every (policy, task, perturbation, mode, seed) is one episode; all modes share the
 same seeds and perturbations, so std-vs-sg comparisons are matched pairs.
 """

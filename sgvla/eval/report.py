@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgvla.eval.stats import Rate, paired_test, wilson
+from sgvla.core.stats import Rate, paired_test, wilson
 
 BASELINE = "standard"
 SHORT = {"standard": "std", "scene_graph": "sg", "scene_graph_full": "sg-full", "bounding_boxes": "bb",

@@ -69,10 +69,10 @@ class Worker:
 
     def _make_backend(self, task_id: int):
         if self.cfg.suite == "so101_twin":
-            from sgvla.twin.backend import TwinBackend
+            from sgvla.so101.twin.backend import TwinBackend
 
             return TwinBackend(task_id, image_size=self.cfg.image_size, render_images=self.needs_images)
-        from sgvla.sim.libero_env import make_backend
+        from sgvla.libero.env import make_backend
 
         return make_backend(task_id, render_profile=self.cfg.render_profile, perturbation=self.cfg.perturbations,
                             image_size=self.cfg.image_size, render_images=self.needs_images)
@@ -141,7 +141,7 @@ def _run_in_worker(episode: Episode) -> dict:
 def validate(cfg: EvalConfig) -> None:
     """Fail before the first episode on what the config loader cannot see: policy types, perturbation files."""
     from sgvla.policies.registry import POLICY_REGISTRY
-    from sgvla.sim.perturbations import load_perturbations
+    from sgvla.libero.perturbations import load_perturbations
 
     for spec in cfg.policies:
         if spec.type not in POLICY_REGISTRY:
@@ -208,7 +208,7 @@ def run_plan(cfg: EvalConfig, progress: bool = True) -> tuple[Path, int]:
 def run(args) -> int:
     from rich.console import Console
 
-    from sgvla.config import ConfigError, load_config, parse_override
+    from sgvla.core.config import ConfigError, load_config, parse_override
     from sgvla.eval.report import markdown_table, write_report
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -7,5 +7,5 @@
 - `overlay`: a scene graph drawn on a camera image;
 - `bag`: rosbag2 MCAP files with the rosbags package (no ROS install needed).
 
-`sgvla.launch_plan` describes which nodes run with which parameters; `sgvla.launch_cmd` runs them.
+`sgvla.launch.plan` describes which nodes run with which parameters; `sgvla.launch.run` runs them.
 """

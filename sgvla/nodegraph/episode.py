@@ -23,7 +23,7 @@ from sgvla.eval.loop import Episode, episode_info
 from sgvla.policies.base import PromptBudget, StepInput
 from sgvla.policies.registry import PolicySpec
 from sgvla.scene_graph import Graph, Ontology, ViewGraph
-from sgvla.sim.expert import PickPlaceController
+from sgvla.libero.expert import PickPlaceController
 
 LEARNED = {"act", "smolvla", "pi0", "pi05", "lerobot"}  # as sgvla.eval.runner: these need camera images
 HOLD_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])  # LIBERO's no-op: keep the pose, gripper open
@@ -52,8 +52,8 @@ class StepState:
     success: bool
     done: bool
     task: str
-    observation: Any  # sgvla.sim.libero_env.Observation
-    scene: Any  # sgvla.sim.libero_env.SceneState
+    observation: Any  # sgvla.libero.env.Observation
+    scene: Any  # sgvla.libero.env.SceneState
     info: dict[str, Any]
 
     def payload(self) -> dict[str, Any]:
@@ -95,7 +95,7 @@ class SimSession:
 
     def _backend(self, settings: SimSettings):
         if self.backend is None or settings != self.settings:
-            from sgvla.sim.libero_env import make_backend
+            from sgvla.libero.env import make_backend
 
             self.close()
             self.backend = make_backend(settings.task_id, render_profile=settings.render_profile,

@@ -38,7 +38,7 @@ def resolve_path(path: str | Path) -> Path:
 def parse_overrides(text: str) -> dict[str, Any]:
     """Plan overrides from one string: a YAML mapping (`{tasks: [0], policies: [{type: expert}]}`) or
     `key=value` items as `sgvla eval` takes them, shell-quoted (`tasks=[0] 'policies=[{type: expert}]'`)."""
-    from sgvla.config import ConfigError, parse_override
+    from sgvla.core.config import ConfigError, parse_override
 
     text = text.strip()
     if text.startswith("{"):
@@ -53,7 +53,7 @@ def parse_overrides(text: str) -> dict[str, Any]:
 
 def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> EvalConfig:
     """An `EvalConfig` from a YAML file and overrides (`parse_overrides`), as `sgvla eval` builds it."""
-    from sgvla.config import load_config
+    from sgvla.core.config import load_config
 
     items = parse_overrides(overrides)
     if output_dir:

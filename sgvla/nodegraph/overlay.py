@@ -16,7 +16,7 @@ _COLORS = [(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30
 
 def policy_frame_box(box, width: int, height: int) -> tuple[int, int, int, int]:
     """A box of the stored (bottom-up) image in the upright image the camera topics carry."""
-    from sgvla.sim.state import box_to_policy_frame
+    from sgvla.core.state import box_to_policy_frame
 
     return box_to_policy_frame(box, width, height)
 

@@ -1,7 +1,7 @@
 """Scripted policies for CPU evaluation: the privileged expert and the prompt-grounded policy.
 
 Both drive the backend's pick-and-place controller (`StepInput.info["pick_place"](target, place)`:
-LIBERO's `sgvla.sim.expert.PickPlaceController`, the SO101 twin's IK controller). The
+LIBERO's `sgvla.libero.expert.PickPlaceController`, the SO101 twin's IK controller). The
 expert is told the target by the task's goal: an upper bound that ignores the prompt. The
 prompt-grounded policy is not: it resolves "the black bowl ..." from the prompt it receives (its
 wording, and an injected scene graph when present) against unlabeled bowl positions, so its
@@ -18,7 +18,7 @@ from sgvla.policies.base import PromptBudget, StepInput
 from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, split_prompt
 from sgvla.policies.registry import PolicySpec, register_policy
 from sgvla.scene_graph import Ontology, load_ontology
-from sgvla.sim.state import object_aabbs
+from sgvla.core.state import object_aabbs
 
 
 def pick_place(info: dict[str, Any], target: str, place: str):

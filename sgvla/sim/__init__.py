@@ -1,7 +1,2 @@
-"""LIBERO-Spatial simulation backend: offline LIBERO setup, LeRobot's LIBERO env with perturbations
-and render profiles, privileged scene state and ground-truth graphs, a scripted expert, and LIBERO-format
-demonstrations with scene-graph annotations.
-
-Modules import LIBERO lazily (``libero_env`` on import, the others when used), so this package and the
-CLI stay cheap to import: ``from sgvla.sim.libero_env import make_backend``.
-"""
+"""MuJoCo support shared by the simulated embodiments (LIBERO's Panda, the SO101 twin): scene state, objects,
+obstacles and cameras read off a raw ``MjModel``/``MjData`` into the core's types (``mujoco_state``)."""

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgvla.config import parse_override
+from sgvla.core.config import parse_override
 from sgvla.scene_graph.metrics import aggregate, score_frame
 from sgvla.scene_graph.ontology import Ontology, load_ontology
 from sgvla.scene_graph.parse import parse_triplets

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sgvla.config import ConfigError, from_mapping, load_yaml
+from sgvla.core.config import ConfigError, from_mapping, load_yaml
 from sgvla.paths import CONFIG_DIR
 from sgvla.scene_graph.ontology import Ontology
 from sgvla.vlm.constraints import CONSTRAINTS

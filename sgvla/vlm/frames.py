@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sgvla.config import ConfigError, load_yaml
+from sgvla.core.config import ConfigError, load_yaml
 from sgvla.paths import CONFIG_DIR
 from sgvla.scene_graph.ontology import Ontology
 from sgvla.scene_graph.triplet import Graph

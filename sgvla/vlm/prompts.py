@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sgvla.config import ConfigError, from_mapping, load_yaml
+from sgvla.core.config import ConfigError, from_mapping, load_yaml
 from sgvla.paths import CONFIG_DIR
 from sgvla.scene_graph.ontology import RELATIONS
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from sgvla.cli import main
-from sgvla.hardware.calibration import CalibrationError, load_camera_calibration
-from sgvla.hardware.camera_calibration import BoardSpec, Pose, calibrate_intrinsics, load_images
-from sgvla.sim.state import camera_id, camera_pose
-from sgvla.twin.config import OBJECTS, load_twin_config
-from sgvla.twin.scene import AGENTVIEW, ARM_ROOT, build_spec, main_body
+from sgvla.so101.hardware.calibration import CalibrationError, load_camera_calibration
+from sgvla.so101.hardware.camera_calibration import BoardSpec, Pose, calibrate_intrinsics, load_images
+from sgvla.sim.mujoco_state import camera_id, camera_pose
+from sgvla.so101.twin.config import OBJECTS, load_twin_config
+from sgvla.so101.twin.scene import AGENTVIEW, ARM_ROOT, build_spec, main_body
 
 pytestmark = pytest.mark.sim
 
@@ -80,7 +80,7 @@ def build_scene() -> tuple[mujoco.MjModel, mujoco.MjData]:
 
 def true_intrinsics(model: mujoco.MjModel) -> np.ndarray:
     """fx, fy, cx, cy of MuJoCo's pinhole with OpenCV's pixel convention (pixel i's centre at i): the
-    principal point is at (W - 1) / 2, half a pixel from sgvla.sim.state.camera_intrinsics' W / 2."""
+    principal point is at (W - 1) / 2, half a pixel from sgvla.core.state.camera_intrinsics' W / 2."""
     f = HEIGHT / 2 / np.tan(np.radians(model.camera(AGENTVIEW).fovy[0]) / 2)
     return np.array([f, f, (WIDTH - 1) / 2, (HEIGHT - 1) / 2])
 

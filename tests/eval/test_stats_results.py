@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import binomtest
 
 from sgvla.eval.results import EpisodeKey, ResultsFile
-from sgvla.eval.stats import mcnemar_exact, paired_test, wilson
+from sgvla.core.stats import mcnemar_exact, paired_test, wilson
 
 
 @pytest.mark.parametrize("k, n", [(23, 50), (1, 50), (7, 10), (3, 3)])

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import sgvla
-from sgvla import doctor
+from sgvla.cli import doctor
 from sgvla.cli import main
 
 

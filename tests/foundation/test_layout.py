@@ -82,7 +82,7 @@ def _launch_nodes(path):
 
 @pytest.mark.parametrize("launch_file", sorted((REPO_ROOT / "launch").glob("*.launch.py")), ids=lambda p: p.name)
 def test_launch_files_name_existing_nodes_and_parameters(launch_file):
-    from sgvla.launch_plan import launch_names
+    from sgvla.launch.plan import launch_names
 
     nodes = dict(re.findall(r'"(\w+)": "sgvla_ros\.(\w+):main"', (REPO_ROOT / "ros2_ws/src/sgvla_ros/setup.py").read_text()))
     planned = re.search(r'describe\("(\w+)"\)', launch_file.read_text())
@@ -100,6 +100,6 @@ def test_launch_files_name_existing_nodes_and_parameters(launch_file):
 
 @pytest.mark.parametrize("launch", ["sim_eval", "hardware"])
 def test_readme_topic_table_is_the_launch_plan(launch):
-    from sgvla.launch_plan import topic_table
+    from sgvla.launch.plan import topic_table
 
     assert topic_table(launch=launch) in (REPO_ROOT / "README.md").read_text()

@@ -1,4 +1,4 @@
-"""LeRobot's video encoder (SVT-AV1) must not leave sgvla's threads on a real-time policy (sgvla/sched.py)."""
+"""LeRobot's video encoder (SVT-AV1) must not leave sgvla's threads on a real-time policy (sgvla/core/sched.py)."""
 
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import sys
 ENCODE = """
 import os, sys
 import av, numpy as np
-from sgvla.sched import no_realtime, is_realtime
+from sgvla.core.sched import no_realtime, is_realtime
 
 def policies():
     return {int(open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[38])

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import yaml
 
-from sgvla.hardware.calibration import load_camera_calibration
-from sgvla.hardware.joints import JOINTS, URDF_LIMITS
+from sgvla.so101.hardware.calibration import load_camera_calibration
+from sgvla.so101.hardware.joints import JOINTS, URDF_LIMITS
 from sgvla.paths import CALIBRATION_DIR, URDF_DIR
-from sgvla.urdf import CAMERAS, MESH_URI, URDF_NAME, generate, quaternion_to_rpy, source_dir
+from sgvla.so101.urdf import CAMERAS, MESH_URI, URDF_NAME, generate, quaternion_to_rpy, source_dir
 
 URDF = URDF_DIR / URDF_NAME
 
@@ -111,7 +111,7 @@ def test_every_mesh_is_in_the_package_meshes_folder(urdf):
 
 def test_the_generator_reproduces_the_committed_files(tmp_path):
     path = generate(tmp_path)
-    assert path.read_bytes() == URDF.read_bytes(), "urdf/so101.urdf is stale: run python -m sgvla.urdf"
+    assert path.read_bytes() == URDF.read_bytes(), "urdf/so101.urdf is stale: run python -m sgvla.so101.urdf"
     for mesh in (tmp_path / "meshes").iterdir():
         assert mesh.read_bytes() == (URDF_DIR / "meshes" / mesh.name).read_bytes(), mesh.name
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from sgvla.hardware.arm import FollowerArm, LeaderArm
-from sgvla.hardware.calibration import write_arm_calibration
-from sgvla.hardware.config import ArmConfig
-from sgvla.hardware.safety import SafetyConfig
-from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG
-from sgvla.hardware.sim_bus import SimFeetechBus, sim_calibration
+from sgvla.so101.hardware.arm import FollowerArm, LeaderArm
+from sgvla.so101.hardware.calibration import write_arm_calibration
+from sgvla.so101.hardware.config import ArmConfig
+from sgvla.so101.hardware.safety import SafetyConfig
+from sgvla.so101.hardware.sim_bus import STEPS_PER_DEGREE as DEG
+from sgvla.so101.hardware.sim_bus import SimFeetechBus, sim_calibration
 
 sys.setswitchinterval(1e-4)
 

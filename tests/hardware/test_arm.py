@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from sgvla.hardware.arm import ArmError, ArmFault, FollowerArm, LeaderArm
-from sgvla.hardware.joints import JOINTS
-from sgvla.hardware.safety import SafetyConfig, UnsafeCommand
-from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG
+from sgvla.so101.hardware.arm import ArmError, ArmFault, FollowerArm, LeaderArm
+from sgvla.so101.hardware.joints import JOINTS
+from sgvla.so101.hardware.safety import SafetyConfig, UnsafeCommand
+from sgvla.so101.hardware.sim_bus import STEPS_PER_DEGREE as DEG
 
 
 def goal_raw(rig, joint_id: int) -> int:

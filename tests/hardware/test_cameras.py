@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from sgvla.hardware.cameras import Camera, CameraConfig, CameraError
+from sgvla.so101.hardware.cameras import Camera, CameraConfig, CameraError
 
 
 def synthetic(**kw) -> CameraConfig:

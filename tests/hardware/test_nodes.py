@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from sgvla.hardware.sim_bus import STEPS_PER_DEGREE as DEG
+from sgvla.so101.hardware.sim_bus import STEPS_PER_DEGREE as DEG
 
 pytestmark = pytest.mark.ros
 

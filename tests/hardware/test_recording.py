@@ -13,9 +13,9 @@ import pytest
 import yaml
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from sgvla.hardware.cameras import Camera, CameraConfig
-from sgvla.hardware.joints import JOINTS
-from sgvla.hardware.recording import (
+from sgvla.so101.hardware.cameras import Camera, CameraConfig
+from sgvla.so101.hardware.joints import JOINTS
+from sgvla.so101.hardware.recording import (
     ABORT,
     QUIT,
     RERECORD,

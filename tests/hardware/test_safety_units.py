@@ -6,16 +6,16 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from sgvla.config import ConfigError
-from sgvla.hardware.calibration import (
+from sgvla.core.config import ConfigError
+from sgvla.so101.hardware.calibration import (
     CalibrationError,
     load_arm_calibration,
     load_camera_calibration,
     write_arm_calibration,
 )
-from sgvla.hardware.config import HARDWARE_CONFIG_DIR, load_hardware_config
-from sgvla.hardware.joints import JOINTS, URDF_LIMITS, from_radians, to_radians
-from sgvla.hardware.safety import SafetyConfig, UnsafeCommand, Watchdog, safe_goal
+from sgvla.so101.hardware.config import HARDWARE_CONFIG_DIR, load_hardware_config
+from sgvla.so101.hardware.joints import JOINTS, URDF_LIMITS, from_radians, to_radians
+from sgvla.so101.hardware.safety import SafetyConfig, UnsafeCommand, Watchdog, safe_goal
 from sgvla.paths import CALIBRATION_DIR
 
 PRESENT = dict.fromkeys(JOINTS, 0.0)

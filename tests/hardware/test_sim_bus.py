@@ -8,8 +8,8 @@ import serial
 from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
-from sgvla.hardware.joints import JOINTS, MOTOR_IDS
-from sgvla.hardware.sim_bus import SimFeetechBus, checksum, sim_calibration, status_packet
+from sgvla.so101.hardware.joints import JOINTS, MOTOR_IDS
+from sgvla.so101.hardware.sim_bus import SimFeetechBus, checksum, sim_calibration, status_packet
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.sim
 
 
 def test_smolvla_gets_the_live_graph_cut_at_its_budget(tiny_smolvla_dir, tmp_path):
-    pytest.importorskip("sgvla.sim.libero_env", reason="the LIBERO backend is not available")
+    pytest.importorskip("sgvla.libero.env", reason="the LIBERO backend is not available")
     from sgvla.eval.config import EvalConfig
     from sgvla.eval.loop import Episode
     from sgvla.eval.runner import Worker, policy_name

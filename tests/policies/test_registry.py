@@ -61,7 +61,7 @@ def test_make_tiny_policy_command(tmp_path, libero_observations, capsys):
 
 def test_observations_are_shaped_like_lerobots_libero_env(libero_space):
     """The test observations follow LeRobot's LIBERO env; checked against the real env where LIBERO loads."""
-    setup = pytest.importorskip("sgvla.sim.libero_setup", reason="LIBERO's offline setup is not available")
+    setup = pytest.importorskip("sgvla.libero.setup", reason="LIBERO's offline setup is not available")
     setup.prepare_libero()
     from lerobot.envs.libero import LiberoEnv
     from libero.libero import benchmark

@@ -12,7 +12,7 @@ import numpy as np
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from sgvla.config import load_config  # noqa: E402
+from sgvla.core.config import load_config  # noqa: E402
 from sgvla.eval.config import EvalConfig  # noqa: E402
 from sgvla.eval.runner import Worker, plan  # noqa: E402
 

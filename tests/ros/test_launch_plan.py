@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from sgvla.launch_plan import ARGUMENTS, EXECUTABLES, QOS, TOPICS, NodeSpec, Plan, launch_names, launch_plan
+from sgvla.launch.plan import ARGUMENTS, EXECUTABLES, QOS, TOPICS, NodeSpec, Plan, launch_names, launch_plan
 from sgvla.paths import REPO_ROOT
 
 pytestmark = pytest.mark.ros
@@ -138,7 +138,7 @@ def test_bad_hardware_arguments(args, message):
 
 
 def test_hardware_topic_table_names_known_nodes():
-    from sgvla.launch_plan import HARDWARE_TOPICS, topic_table
+    from sgvla.launch.plan import HARDWARE_TOPICS, topic_table
 
     for t in HARDWARE_TOPICS:
         assert t.qos in QOS and set(t.publishers) | set(t.subscribers) <= set(EXECUTABLES), t.name
@@ -190,7 +190,7 @@ def _alive(pid: int) -> bool:
 
 
 def _launch_in_child(plan: Plan, domain: int) -> subprocess.CompletedProcess:
-    code = ("import sys, pickle; from sgvla.launch_cmd import run_processes; "
+    code = ("import sys, pickle; from sgvla.launch.run import run_processes; "
             f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}))")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

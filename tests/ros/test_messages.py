@@ -11,13 +11,13 @@ import pytest
 from sgvla.nodegraph import codec
 from sgvla.nodegraph.episode import StepState, raw_observation, view_graphs
 from sgvla.scene_graph import Camera, GeomBatch, Graph, ViewGraph, load_ontology
-from sgvla.sim.state import object_aabbs
+from sgvla.core.state import object_aabbs
 
 pytestmark = pytest.mark.ros
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Scene:  # the shape of sgvla.sim.libero_env.SceneState, without importing the simulator
+class Scene:  # the shape of sgvla.libero.env.SceneState, without importing the simulator
     objects: tuple
     positions: np.ndarray
     geoms: GeomBatch

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from sgvla.launch_plan import TOPICS
+from sgvla.launch.plan import TOPICS
 from sgvla.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(1800)]

@@ -16,7 +16,7 @@ SMALL = 64  # image size of tests that render
 
 @pytest.fixture(scope="session")
 def backends():
-    from sgvla.sim.libero_env import make_backend
+    from sgvla.libero.env import make_backend
 
     cache = {}
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from sgvla.scene_graph import load_ontology
-from sgvla.sim.state import box_to_policy_frame
-from sgvla.sim.tasks import task_info
+from sgvla.core.state import box_to_policy_frame
+from sgvla.libero.tasks import task_info
 
 pytestmark = pytest.mark.sim
 
@@ -101,7 +101,7 @@ def test_same_seed_same_scene(backends):
 
 
 def test_unknown_task_and_profile():
-    from sgvla.sim.libero_env import make_backend
+    from sgvla.libero.env import make_backend
 
     with pytest.raises(ValueError, match="task id 12"):
         make_backend(12)
@@ -114,7 +114,7 @@ def test_reference_profile_matches_lerobots_env(backends):
     from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig
     from lerobot.envs.libero import LiberoEnv
 
-    from sgvla.sim.tasks import libero_suite
+    from sgvla.libero.tasks import libero_suite
 
     ours = backends(1, render_profile="reference", image_size=32).reset(seed=0).raw
     config = LiberoEnvConfig(task="libero_spatial", observation_height=32, observation_width=32)

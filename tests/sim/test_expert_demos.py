@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from sgvla.sim.libero_hdf5 import DATA, OBJECTS_ATTR, VERSION_ATTR, demo_names, partial_path
+from sgvla.libero.hdf5 import DATA, OBJECTS_ATTR, VERSION_ATTR, demo_names, partial_path
 
 pytestmark = pytest.mark.sim
 
@@ -19,7 +19,7 @@ def digest(path) -> str:
 
 @pytest.fixture(scope="module")
 def demo_file(tmp_path_factory, backends):
-    from sgvla.sim.demos import generate_task
+    from sgvla.libero.demos import generate_task
 
     backends(0)  # scene built once for the session; generate_task builds its own
     out = tmp_path_factory.mktemp("demos") / "task0_demo.hdf5"
@@ -27,7 +27,7 @@ def demo_file(tmp_path_factory, backends):
 
 
 def test_expert_solves_task_with_prompt_blind_controller(backends):
-    from sgvla.sim.expert import PickPlaceController, task_expert
+    from sgvla.libero.expert import PickPlaceController, task_expert
 
     backend = backends(9, render_images=False)  # the bowl on top of the cabinet
     backend.reset(seed=2)
@@ -57,7 +57,7 @@ def test_demo_layout(demo_file):
 
 def test_annotate_writes_graphs_and_keeps_the_input(demo_file, tmp_path):
     from sgvla.cli import main
-    from sgvla.sim.annotate import graph_stats
+    from sgvla.libero.annotate import graph_stats
 
     before = digest(demo_file)
     out = tmp_path / "annotated.hdf5"
@@ -86,7 +86,7 @@ def test_annotate_writes_graphs_and_keeps_the_input(demo_file, tmp_path):
 def test_annotate_resumes_and_replaces_in_place(demo_file, tmp_path):
     import shutil
 
-    from sgvla.sim.annotate import annotate_file
+    from sgvla.libero.annotate import annotate_file
 
     copy = tmp_path / "copy.hdf5"
     shutil.copyfile(demo_file, copy)
@@ -103,7 +103,7 @@ def test_annotate_resumes_and_replaces_in_place(demo_file, tmp_path):
 
 
 def test_annotate_without_model_uses_the_task_file(demo_file, tmp_path):
-    from sgvla.sim.annotate import annotate_file
+    from sgvla.libero.annotate import annotate_file
 
     bare = tmp_path / "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_place_it_on_the_plate_demo.hdf5"
     with h5py.File(demo_file, "r") as src, h5py.File(bare, "w") as f:
@@ -116,7 +116,7 @@ def test_annotate_without_model_uses_the_task_file(demo_file, tmp_path):
 def test_demo_generation_resumes(demo_file, tmp_path):
     import shutil
 
-    from sgvla.sim.demos import generate_task
+    from sgvla.libero.demos import generate_task
 
     out = tmp_path / "task0_demo.hdf5"
     shutil.copyfile(demo_file, partial_path(out))
@@ -130,7 +130,7 @@ def test_demo_generation_resumes(demo_file, tmp_path):
 
 def test_relation_rules_read_libero_task_language(tmp_path):
     """Official files carry the BDDL sentence ("top layer"); the drawer rule needs the task's ("top drawer")."""
-    from sgvla.sim.annotate import task_text
+    from sgvla.libero.annotate import task_text
 
     path = tmp_path / "x.hdf5"
     with h5py.File(path, "w") as f:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sgvla.sim import libero_setup
+from sgvla.libero import setup as libero_setup
 
 pytestmark = pytest.mark.sim
 
 
 def test_first_import_writes_config_and_asks_nothing(tmp_path):
     code = (
-        "import json; from sgvla.sim.libero_setup import prepare_libero; s = prepare_libero();"
+        "import json; from sgvla.libero.setup import prepare_libero; s = prepare_libero();"
         "import libero.libero as L; from libero.libero import get_libero_path;"
         "print(json.dumps({'created': s.config_created, 'kind': s.assets.kind, 'assets': L.get_assets_path(),"
         " 'bddl': get_libero_path('bddl_files')}))"

@@ -3,9 +3,9 @@
 import pytest
 import yaml
 
-from sgvla.sim.bddl import BddlProblem
-from sgvla.sim.perturbations import Move, PerturbationError, Swap, available_perturbations, load_perturbations
-from sgvla.sim.tasks import num_tasks, task_info
+from sgvla.libero.bddl import BddlProblem
+from sgvla.libero.perturbations import Move, PerturbationError, Swap, available_perturbations, load_perturbations
+from sgvla.libero.tasks import num_tasks, task_info
 
 pytestmark = pytest.mark.sim
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from sgvla.scene_graph import MANIPULATED, format_prompt_context, load_ontology
-from sgvla.sim.perturbations import Move, Swap, load_perturbations
-from sgvla.sim.state import free_joint
-from sgvla.sim.tasks import task_info
+from sgvla.libero.perturbations import Move, Swap, load_perturbations
+from sgvla.sim.mujoco_state import free_joint
+from sgvla.libero.tasks import task_info
 
 pytestmark = pytest.mark.sim
 
@@ -107,7 +107,7 @@ def test_perturbed_scene_is_deterministic(backends):
 
 
 def test_jitter_follows_the_seed(backends):
-    from sgvla.sim.perturbations import PerturbationSet, TaskPerturbation
+    from sgvla.libero.perturbations import PerturbationSet, TaskPerturbation
 
     jitter = PerturbationSet("jitter", tasks={6: TaskPerturbation(
         poses=(Move("akita_black_bowl_2", (0.0, 0.0, 0.0), (0.03, 0.03, 0.0)),), settle_steps=20)})

@@ -8,13 +8,13 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from sgvla.hardware.calibration import load_camera_calibration  # noqa: E402
-from sgvla.hardware.joints import JOINTS  # noqa: E402
+from sgvla.so101.hardware.calibration import load_camera_calibration  # noqa: E402
+from sgvla.so101.hardware.joints import JOINTS  # noqa: E402
 from sgvla.scene_graph import Triplet  # noqa: E402
-from sgvla.twin.config import load_twin_config  # noqa: E402
-from sgvla.twin.pick_place import TwinPickPlace  # noqa: E402
-from sgvla.twin.scene import optical_rotation  # noqa: E402
-from sgvla.twin.twin import So101Twin  # noqa: E402
+from sgvla.so101.twin.config import load_twin_config  # noqa: E402
+from sgvla.so101.twin.pick_place import TwinPickPlace  # noqa: E402
+from sgvla.so101.twin.scene import optical_rotation  # noqa: E402
+from sgvla.so101.twin.twin import So101Twin  # noqa: E402
 
 pytestmark = pytest.mark.sim
 

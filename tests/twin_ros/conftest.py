@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from sgvla.hardware.calibration import write_arm_calibration
-from sgvla.hardware.sim_bus import sim_calibration
+from sgvla.so101.hardware.calibration import write_arm_calibration
+from sgvla.so101.hardware.sim_bus import sim_calibration
 from sgvla.paths import REPO_ROOT
 
 

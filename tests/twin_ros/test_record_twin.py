@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from sgvla.hardware.sim_bus import SimServo
-from sgvla.hardware.twin_bus import steps_of, twin_calibration, value_of
+from sgvla.so101.hardware.sim_bus import SimServo
+from sgvla.so101.twin.bus import steps_of, twin_calibration, value_of
 
 from .conftest import rig_file
 
@@ -20,7 +20,7 @@ def test_twin_calibration_spans_the_urdf_limits_and_inverts_lerobots_normalizati
     from lerobot.motors import Motor, MotorNormMode
     from lerobot.motors.feetech import FeetechMotorsBus
 
-    from sgvla.hardware.joints import DEFAULT_LIMITS, JOINTS, MOTOR_IDS
+    from sgvla.so101.hardware.joints import DEFAULT_LIMITS, JOINTS, MOTOR_IDS
 
     cal = twin_calibration()
     modes = {j: MotorNormMode.RANGE_0_100 if j == "gripper" else MotorNormMode.DEGREES for j in JOINTS}

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sgvla.launch_plan import HARDWARE_TOPICS
+from sgvla.launch.plan import HARDWARE_TOPICS
 
 from .conftest import rig_file
 

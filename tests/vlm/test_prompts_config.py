@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from sgvla.config import ConfigError
+from sgvla.core.config import ConfigError
 from sgvla.scene_graph import RELATIONS, load_ontology
 from sgvla.vlm.config import CLIENTS_DIR, OpenAIConfig, TransformersConfig, load_client_config
 from sgvla.vlm.prompts import PromptTemplate, load_prompt

@@ -1,0 +1,5 @@
+import sys
+
+from sgvla.cli import main
+
+sys.exit(main())

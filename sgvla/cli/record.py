@@ -1,0 +1,127 @@
+"""``sgvla record``: teleoperate the SO101 follower from the leader arm and record a LeRobot dataset.
+
+Talks to the arms and cameras directly (no ROS), through LeRobot's SO101Follower/SO101Leader with
+sgvla's safety layer. Keys in the terminal: space/enter start or save an episode, r re-records,
+a aborts, q quits; an unsaved episode is never written.
+
+With ``--config twin`` (a rig whose follower port is ``twin``) the follower is the SO101 MuJoCo twin: it runs
+here in real time, its servos are served on a pseudo-terminal as a Feetech bus, and the same SO101Follower and
+recording loop drive it; ``source: twin`` cameras render from it. ``--sim-leader`` replaces the leader arm
+by a simulated one whose joints swing by themselves (as ``sgvla sim-bus``'s), for runs without any arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+from sgvla.core.config import ConfigError, parse_override
+
+log = logging.getLogger("sgvla.record")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("record", help="teleoperated recording of SO101 episodes into a LeRobot dataset",
+                       description=__doc__)
+    p.add_argument("--config", default="so101", help="rig config: a name in config/hardware/ or a YAML path")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. follower.port=/dev/ttyACM0")
+    p.add_argument("--root", required=True, help="dataset folder (created, or appended to)")
+    p.add_argument("--repo-id", default="local/so101_bowls", help="dataset name stored in its metadata (never pushed)")
+    p.add_argument("--task", default="", help="task string of every episode, e.g. 'put the bowl on the stove' "
+                                              "(required, except with the twin: its task's prompt)")
+    p.add_argument("--episodes", type=int, default=1, help="episodes to save in this session")
+    p.add_argument("--episode-time", type=float, default=60.0, help="seconds after which an episode is saved")
+    p.add_argument("--reset-time", type=float, default=10.0, help="with --auto: seconds between episodes")
+    p.add_argument("--auto", action="store_true", help="start episodes without a key press")
+    p.add_argument("--sim-leader", action="store_true", help="a simulated leader that moves by itself instead of "
+                                                             "the rig's leader arm")
+    p.add_argument("--task-id", type=int, default=0, help="twin: task of config/twin/so101_tabletop.yaml")
+    p.add_argument("--seed", type=int, default=0, help="twin: seed of the scene reset")
+    p.set_defaults(func=run)
+
+
+def simulated_arms(stack: ExitStack, rig, sim_leader: bool, task_id: int, seed: int):
+    """Point the rig at the twin (follower port ``twin``) and at a simulated leader (``--sim-leader``), served
+    for the session; returns the twin's rig (None without the twin)."""
+    import tempfile
+
+    from sgvla.so101.hardware.calibration import write_arm_calibration
+    from sgvla.so101.hardware.sim_bus import SimFeetechBus, leader_motion, sim_calibration
+    from sgvla.so101.twin.bus import TWIN_PORT, serve_twin
+
+    if rig.follower.port == TWIN_PORT or sim_leader:
+        # Simulated servos answer from a thread of this process, next to physics and rendering: hand the GIL
+        # over often enough that a reply never misses LeRobot's 50 ms packet timeout.
+        sys.setswitchinterval(1e-4)
+    twin = None
+    if rig.follower.port == TWIN_PORT:
+        twin = stack.enter_context(serve_twin(task_id, seed, arm_id=rig.follower.id))
+        rig.follower.port, rig.follower.calibration_dir = twin.bus.port, str(twin.calibration_dir)
+    if sim_leader:
+        leader = stack.enter_context(SimFeetechBus(motion=leader_motion))
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="sgvla_leader_"))
+        write_arm_calibration(f"{folder}/{rig.leader.id}.json", sim_calibration())
+        rig.leader.port, rig.leader.calibration_dir = leader.port, folder
+    return twin
+
+
+def run(args: argparse.Namespace) -> int:
+    # LeRobot (and with it torch) loads only when recording, so `sgvla --help` stays fast.
+    from sgvla.so101.hardware.arm import ArmError, FollowerArm, LeaderArm
+    from sgvla.so101.hardware.calibration import CalibrationError
+    from sgvla.so101.hardware.cameras import Camera, CameraError, make_source
+    from sgvla.so101.hardware.config import load_hardware_config
+    from sgvla.so101.hardware.recording import (
+        HELP,
+        EpisodeStore,
+        RecordingError,
+        TeleopRecorder,
+        TerminalKeys,
+        dataset_features,
+    )
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local datasets only
+    try:
+        rig = load_hardware_config(args.config, dict(parse_override(s) for s in args.set))
+    except ConfigError as e:
+        log.error("%s", e)
+        return 2
+    fps = round(rig.control_rate_hz)
+    features = dataset_features({c.name: (c.height, c.width, c.depth) for c in rig.cameras})
+    with ExitStack() as stack:
+        try:
+            twin = simulated_arms(stack, rig, args.sim_leader, args.task_id, args.seed)
+            task = args.task or (twin.twin.task if twin else "")
+            if not task:
+                raise RecordingError("--task: the task string of the episodes is required")
+            follower = FollowerArm(rig.follower, rig.safety)
+            leader = LeaderArm(rig.leader)
+            follower.connect()
+            stack.callback(follower.close)
+            leader.connect()
+            stack.callback(leader.close)
+            cameras = []
+            for config in rig.cameras:
+                source = make_source(config, *(twin.view, twin.render_thread) if twin else ())
+                cameras.append(Camera(config, source).start())
+                stack.callback(cameras[-1].close)
+            store = EpisodeStore(Path(args.root), args.repo_id, fps, features)
+            stack.callback(store.close)
+            keys = stack.enter_context(TerminalKeys())
+            log.info("%s\nrecording %d episode(s) of %r into %s (%d already there)", HELP, args.episodes, task,
+                     args.root, store.episodes)
+            stats = TeleopRecorder(follower, leader, cameras, store, task, fps, keys, args.episodes,
+                                   args.episode_time, args.reset_time, args.auto).run()
+            total = store.episodes
+        except (ArmError, CalibrationError, CameraError, RecordingError) as e:
+            log.error("record: %s", e)
+            return 1
+    log.info("saved %d episode(s), %d frames; discarded %d; dataset %s has %d episode(s)", stats.saved, stats.frames,
+             stats.discarded, args.root, total)
+    return 0

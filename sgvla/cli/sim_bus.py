@@ -1,0 +1,34 @@
+"""``sgvla sim-bus``: a simulated SO101 follower and leader on pseudo-terminals, for trying things without an arm."""
+
+import argparse
+import threading
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sim-bus", help="serve a simulated SO101 follower and leader bus (no hardware)",
+                       description="Two simulated Feetech buses on pseudo-terminals, with calibration files, "
+                                   "so that `sgvla record` and the ROS nodes run without an arm. The leader "
+                                   "moves by itself (slow sine waves), as if a hand moved it.")
+    p.add_argument("--calibration-dir", default="sim_calibration",
+                   help="where to write so101_follower.json and so101_leader.json")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sgvla.so101.hardware.calibration import write_arm_calibration
+    from sgvla.so101.hardware.sim_bus import SimFeetechBus, leader_motion, sim_calibration
+
+    folder = Path(args.calibration_dir)
+    with SimFeetechBus() as follower, SimFeetechBus(motion=leader_motion) as leader:
+        for arm_id in ("so101_follower", "so101_leader"):
+            write_arm_calibration(folder / f"{arm_id}.json", sim_calibration())
+        print(f"follower port: {follower.port}\nleader port:   {leader.port}\ncalibration:   {folder}/\n"
+              f"sgvla record --config synthetic --set follower.port={follower.port} --set leader.port={leader.port} "
+              f"--set follower.calibration_dir={folder} --set leader.calibration_dir={folder} --root DIR --task TASK\n"
+              "Ctrl-C stops.", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0

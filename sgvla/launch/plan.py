@@ -1,0 +1,403 @@
+"""What a launch starts: nodes, executables, parameters and remappings, per launch name.
+
+One description read by both `launch/<name>.launch.py` (`ros2 launch sgvla_ros <name>.launch.py a:=b`) and
+`sgvla launch <name> a:=b`, so the two cannot drift. No ROS imports: the launch file turns a `Plan` into
+launch_ros `Node` actions, `sgvla launch` into processes (or one multi-node process).
+
+Parameters come from a ROS 2 parameter file (`config/ros/<name>.yaml`, every parameter documented) with
+the launch arguments' values on top. `TOPICS` is the node graph's interface table (names, types, QoS,
+frame ids, who publishes and subscribes); the README's table is `python -m sgvla.launch.plan --table`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgvla.paths import REPO_ROOT
+
+PACKAGE = "sgvla_ros"
+
+# Executable (setup.py NODES key) -> module of sgvla_ros (the nodes/ folder).
+EXECUTABLES = {
+    "sim_bridge": "sim_bridge",
+    "scene_graph": "scene_graph_node",
+    "vla_policy": "vla_policy",
+    "evaluator": "evaluator",
+    "bag_recorder": "bag_recorder",
+    "vlm_query": "vlm_query",
+    "graph_publisher": "graph_publisher",
+    "graph_recorder": "graph_recorder",
+    "so101_arm": "so101_arm",
+    "so101_leader": "so101_leader",
+    "camera": "camera",
+    "so101_twin": "so101_twin",
+    "dataset_recorder": "dataset_recorder",
+}
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    default: str
+    description: str
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str  # node name (also its key in the parameter file)
+    executable: str
+    parameters: dict[str, Any] = field(default_factory=dict)  # on top of the parameter file
+    remappings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def module(self) -> str:
+        return f"{PACKAGE}.{EXECUTABLES[self.executable]}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    arguments: dict[str, str]  # resolved launch arguments
+    params_file: Path
+    nodes: tuple[NodeSpec, ...]
+    env: dict[str, str]  # environment defaults for every node (set only where unset)
+    main: str  # the node whose exit ends the launch; its exit code is the launch's
+
+    def node(self, name: str) -> NodeSpec:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"launch {self.name!r} has no node {name!r}; it has {[n.name for n in self.nodes]}")
+
+
+# -- the node graph's topics ----------------------------------------------------------------------
+
+QOS = {
+    "control": "reliable, transient local, keep last 10: lock-step needs every message; a late joiner (or a "
+               "recorder) still gets the latest",
+    "latched": "reliable, transient local, keep last 1: the current value for late joiners",
+    "reliable": "reliable, volatile, keep last 10",
+    "frames": "reliable, transient local, keep last 2: lock-step needs every frame, also when the policy "
+              "subscribes just before the reset; sensor-data (best effort) "
+              "subscribers still match",
+    "sensor": "sensor data: best effort, volatile, keep last 5 (latest frame wins)",
+    "clock": "best effort, keep last 1 (what rclpy's time source subscribes with)",
+    "commands": "reliable, volatile, keep last 1: the newest arm goal arrives, stale ones never queue",
+}
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str  # relative to the launch namespace unless absolute; {camera} stands for each camera
+    type: str
+    qos: str  # a QOS key
+    frame_id: str
+    publishers: tuple[str, ...]
+    subscribers: tuple[str, ...]
+    what: str
+
+
+TOPICS = (
+    Topic("/clock", "rosgraph_msgs/msg/Clock", "clock", "", ("sim_bridge",), (),
+          "simulation time: control steps x the control period, monotonic across episodes"),
+    Topic("sim/state", "sgvla_interfaces/msg/SimState", "control", "world", ("sim_bridge",),
+          ("scene_graph", "vla_policy", "evaluator"),
+          "privileged state per step, bit-exact (SceneState, goal, robot state), success and done"),
+    Topic("action", "sgvla_interfaces/msg/Action", "control", "", ("vla_policy",), ("sim_bridge",),
+          "the policy's action for (episode, step); lock-step advances on it"),
+    Topic("joint_states", "sensor_msgs/msg/JointState", "reliable", "", ("sim_bridge",), (),
+          "arm joints and gripper fingers: position, velocity"),
+    Topic("objects", "sgvla_interfaces/msg/ObjectStates", "reliable", "world", ("sim_bridge",), (),
+          "object positions and world-aligned bounding boxes"),
+    Topic("task", "std_msgs/msg/String", "latched", "", ("sim_bridge",), (),
+          "the episode's task prompt (after any prompt override)"),
+    Topic("camera/{camera}/image_raw", "sensor_msgs/msg/Image", "frames", "{camera}_optical_frame", ("sim_bridge",),
+          ("vla_policy", "scene_graph"),
+          "rgb8, upright (the simulator's rows turned 180 degrees, as policies and VLMs see them); "
+          "published when the episode renders images; vla_policy reads them for learned policies, scene_graph "
+          "for overlays"),
+    Topic("camera/{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "frames", "{camera}_optical_frame",
+          ("sim_bridge",), (), "pinhole intrinsics of the published image, no distortion"),
+    Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world", ("scene_graph",), (),
+          "ground-truth graph of the camera's visible objects (source=ground_truth)"),
+    Topic("graph_context/{camera}", "sgvla_interfaces/msg/GraphContext", "control", "world", ("scene_graph",),
+          ("vla_policy",), "graph, boxes and serialized context text per (episode, step); vla_policy reads the "
+                           "episode's view"),
+    Topic("scene_graph/{camera}/overlay", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
+          ("scene_graph",), (), "the camera image with boxes and the manipulated object's triplets drawn"),
+    Topic("prompt", "sgvla_interfaces/msg/PromptContext", "reliable", "", ("vla_policy",), (),
+          "the composed prompt, when it changes"),
+    Topic("policy/report", "sgvla_interfaces/msg/PolicyReport", "control", "", ("vla_policy",), ("evaluator",),
+          "per episode: prompt token budget use, triplets shown and kept, the policy's decision"),
+    Topic("eval/episode", "sgvla_interfaces/msg/EpisodeSpec", "control", "", ("evaluator",), ("vla_policy",),
+          "the next episode: policy, mode, view, context style"),
+    Topic("eval/result", "sgvla_interfaces/msg/EpisodeResult", "reliable", "", ("evaluator",), (),
+          "per finished episode: success, steps, wall time"),
+    Topic("reset_episode", "sgvla_interfaces/srv/ResetEpisode", "service", "", ("sim_bridge",), ("evaluator",),
+          "service: reset (task, seed, perturbation, simulator settings) for an episode number"),
+)
+
+
+NODE_ROLES = {
+    "sim_bridge": "owns the LIBERO simulator (the SO101 twin runs as so101_twin, hardware launch): state, images, "
+                  "clock; steps on actions (lock-step or free-running); serves reset_episode",
+    "scene_graph": "live ground-truth graph per camera from the state; serialized context; overlays",
+    "vla_policy": "composes the prompt per context mode, runs the policy (scripted or LeRobot VLA), publishes "
+                  "actions and its prompt token budget use",
+    "evaluator": "runs the plan of `sgvla eval` over the graph: reset, watch success and step limits, write the "
+                 "same JSONL records and report",
+    "bag_recorder": "with `--record`: every topic into a rosbag2 folder (MCAP)",
+    "vlm_query": "camera image in, SceneGraph (source=vlm) out (not in sim_eval yet)",
+}
+# Endpoints of nodes whose topic names are parameters.
+OTHER_ENDPOINTS = {"bag_recorder": ("-", "every topic (or its `topics`)"),
+                   "vlm_query": ("`scene_graph` (parameter `topic`)", "`image` (parameter `image_topic`)")}
+
+# The hardware launch's graph (`hardware`): the SO101 rig, or its MuJoCo twin speaking the same topics.
+# Its own table: TOPICS/NODE_ROLES describe sim_eval (the README's table and sim_eval's graph check).
+HARDWARE_TOPICS = (
+    Topic("joint_states", "sensor_msgs/msg/JointState", "sensor", "", ("so101_arm", "so101_twin"),
+          ("dataset_recorder",), "follower joints (URDF names), radians; the gripper's 0..100 % mapped onto its "
+                                 "URDF limits; at the rig's control rate"),
+    Topic("joint_commands", "sensor_msgs/msg/JointState", "commands", "", (), ("so101_arm", "so101_twin"),
+          "goals in radians, any subset of joints; clamped to the limits, at most max_step per tick ahead, held "
+          "after command_timeout_s without one; with teleop:=leader remapped to leader/joint_states"),
+    Topic("leader/joint_states", "sensor_msgs/msg/JointState", "commands", "", ("so101_leader",),
+          ("so101_arm", "so101_twin", "dataset_recorder"), "the leader arm's joints (radians): teleoperation goals "
+                                                           "and the dataset's action"),
+    Topic("{camera}/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera", "so101_twin"),
+          ("dataset_recorder",), "rgb8 at the camera's fps (twin: rendered upright)"),
+    Topic("{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame",
+          ("camera", "so101_twin"), (), "intrinsics at the stream's resolution (calibration file; twin: the model's)"),
+    Topic("{camera}/depth/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
+          ("camera", "so101_twin"), ("dataset_recorder",), "depth cameras only: 16UC1 millimetres, pixel-aligned "
+                                                           "with color"),
+    Topic("{camera}/depth/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame",
+          ("camera", "so101_twin"), (), "depth cameras only: the color camera's intrinsics"),
+    Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world", ("so101_twin",), (),
+          "twin only: ground-truth graph of the camera's visible objects (source=ground_truth)"),
+    Topic("task", "std_msgs/msg/String", "latched", "", ("so101_twin",), ("dataset_recorder",),
+          "twin only: the task prompt of its task_id (the recorder's task when `task` is empty)"),
+    Topic("twin/reset", "std_msgs/msg/Int64", "reliable", "", ("dataset_recorder",), ("so101_twin",),
+          "twin only: a seed; the objects are placed again and the arm goes to rest (the recorder sends one "
+          "after each episode)"),
+    Topic("record_control", "std_msgs/msg/String", "reliable", "", (), ("dataset_recorder",),
+          "operator commands: start, save, toggle, rerecord, abort, quit"),
+)
+
+HARDWARE_NODE_ROLES = {
+    "so101_arm": "the follower arm (LeRobot SO101Follower): joint states out, safe position goals in",
+    "so101_leader": "the leader arm, moved by hand: its joints as goals",
+    "camera": "one rig camera (OpenCV, RealSense with aligned depth, synthetic): image, depth, camera_info",
+    "so101_twin": "sim:=true: the SO101 MuJoCo twin in real time instead of arm and cameras, the same topics, "
+                  "plus ground-truth scene graphs and the task",
+    "dataset_recorder": "record:=DIR: joint states, goals and camera images sampled at the control rate into a "
+                        "LeRobot dataset (the layout of `sgvla record`); the launch ends when it is done",
+}
+
+LAUNCH_TOPICS = {"sim_eval": (TOPICS, NODE_ROLES), "hardware": (HARDWARE_TOPICS, HARDWARE_NODE_ROLES)}
+
+
+def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand"), launch: str = "sim_eval") -> str:
+    """The README's Markdown tables: nodes, then topics with types, QoS and frame ids."""
+    topics, roles = LAUNCH_TOPICS[launch]
+    rows = ["| node (executable) | role | publishes | subscribes |", "|---|---|---|---|"]
+    for node, role in roles.items():
+        pubs = [f"`{t.name}`" for t in topics if node in t.publishers]
+        subs = [f"`{t.name}`" for t in topics if node in t.subscribers]
+        pubs_text, subs_text = OTHER_ENDPOINTS.get(node, (", ".join(pubs) or "-", ", ".join(subs) or "-"))
+        rows.append(f"| `{node}` | {role} | {pubs_text} | {subs_text} |")
+    rows += ["", "| topic | type | QoS | frame_id | publisher | subscribers | what |", "|---|---|---|---|---|---|---|"]
+    for t in topics:
+        rows.append(f"| `{t.name}` | `{t.type}` | {t.qos} | {f'`{t.frame_id}`' if t.frame_id else '-'} | "
+                    f"{', '.join(t.publishers) or '(tools, operator)'} | "
+                    f"{', '.join(t.subscribers) or '(tools, recorder)'} | {t.what} |")
+    rows.append("")
+    rows += [f"- QoS `{name}`: {text}" for name, text in QOS.items() if any(t.qos == name for t in topics)
+             or launch == "sim_eval"]
+    if launch == "sim_eval":
+        rows.append(f"- `{{camera}}`: each camera the episode observes, e.g. {', '.join(cameras)}. Every name is "
+                    "relative (a launch namespace applies) except `/clock`; bag_recorder subscribes to all topics.")
+    else:
+        rows.append("- `{camera}`: each rig camera by its name in the rig config (arguments agentview, wrist). "
+                    "Every name is relative (a launch namespace applies).")
+    return "\n".join(rows)
+
+
+def subscriber_counts(nodes: tuple[NodeSpec, ...], topics: tuple[str, ...]) -> list[str]:
+    """`topic:n` for the evaluator's start condition: n subscriptions the plan's nodes make to the topic."""
+    names = {n.executable for n in nodes}
+    out = []
+    for t in TOPICS:
+        if t.name in topics:
+            n = sum(s in names for s in t.subscribers) + ("bag_recorder" in names)
+            out.append(f"{t.name}:{n}")
+    return out
+
+
+# -- launches -------------------------------------------------------------------------------------
+
+ARGUMENTS: dict[str, tuple[Argument, ...]] = {
+    "sim_eval": (
+        Argument("eval_config", "config/eval/default.yaml", "evaluation plan (the same files as `sgvla eval`)"),
+        Argument("eval_overrides", "", "key=value overrides of the plan, space-separated, e.g. 'tasks=[0] episodes=1'"),
+        Argument("output_dir", "", "run directory (default: the plan's output_dir)"),
+        Argument("params_file", "config/ros/sim_eval.yaml", "ROS 2 parameter file of the nodes"),
+        Argument("stepping", "lockstep", "lockstep (advance on the action of the current step) | free_running"),
+        Argument("render_images", "auto", "true | false | auto (true when recording): camera images and overlays"),
+        Argument("record", "", "rosbag2 folder (MCAP) to record every topic into; empty: no recording"),
+    ),
+    "hardware": (
+        Argument("config", "", "rig config name (config/hardware/) or YAML path; empty: so101, or twin with sim"),
+        Argument("sim", "false", "true: the SO101 MuJoCo twin (so101_twin) instead of the follower arm and cameras"),
+        Argument("teleop", "false", "false: the follower follows joint_commands | leader (or true): the leader arm "
+                                    "drives it (joint_commands remapped to leader/joint_states)"),
+        Argument("agentview", "agentview", "rig camera name of the agent view"),
+        Argument("wrist", "wrist", "rig camera name of the wrist view"),
+        Argument("task_id", "0", "sim: the twin's task (config/twin/so101_tabletop.yaml)"),
+        Argument("seed", "0", "sim: seed of the twin's scene reset"),
+        Argument("record", "", "LeRobot dataset folder to record into (dataset_recorder); empty: no recording"),
+        Argument("task", "", "dataset task string; empty: the twin's task prompt (sim), required on hardware"),
+        Argument("repo_id", "local/so101_bowls", "dataset name stored in its metadata (never pushed)"),
+        Argument("episodes", "1", "episodes to record; the launch ends after them"),
+        Argument("episode_time_s", "60.0", "seconds after which an episode is saved"),
+        Argument("reset_time_s", "10.0", "with auto_start: seconds between episodes"),
+        Argument("auto_start", "false", "start episodes without a record_control 'start'"),
+        Argument("params_file", "config/ros/hardware.yaml", "ROS 2 parameter file of the nodes"),
+    ),
+}
+
+
+def launch_names() -> list[str]:
+    return sorted(ARGUMENTS)
+
+
+def _truthy(value: str, name: str) -> bool:
+    v = str(value).strip().lower()
+    if v in ("true", "1", "yes", "on"):
+        return True
+    if v in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError(f"argument {name}: expected true or false, got {value!r}")
+
+
+def resolve_arguments(name: str, args: Mapping[str, str] | None = None) -> dict[str, str]:
+    if name not in ARGUMENTS:
+        raise ValueError(f"unknown launch {name!r}; known: {', '.join(launch_names())}")
+    declared = {a.name: a.default for a in ARGUMENTS[name]}
+    unknown = sorted(set(args or {}) - set(declared))
+    if unknown:
+        raise ValueError(f"launch {name}: unknown argument(s) {', '.join(unknown)}; "
+                         f"it takes {', '.join(declared)}")
+    return {**declared, **{k: str(v) for k, v in (args or {}).items()}}
+
+
+def _path(value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() or p.exists() else REPO_ROOT / p
+
+
+def launch_plan(name: str, args: Mapping[str, str] | None = None) -> Plan:
+    """The nodes of launch `name` with its arguments (strings, as `a:=b` gives them) resolved."""
+    a = resolve_arguments(name, args)
+    if name == "sim_eval":
+        return _sim_eval(a)
+    if name == "hardware":
+        return _hardware(a)
+    raise AssertionError(name)
+
+
+def _sim_eval(a: dict[str, str]) -> Plan:
+    if a["stepping"] not in ("lockstep", "free_running"):
+        raise ValueError(f"argument stepping: lockstep or free_running, got {a['stepping']!r}")
+    lockstep = a["stepping"] == "lockstep"
+    record = a["record"].strip()
+    render = bool(record) if a["render_images"].strip().lower() == "auto" else _truthy(a["render_images"],
+                                                                                        "render_images")
+    nodes = [
+        NodeSpec("sim_bridge", "sim_bridge", {"lockstep": lockstep, "render_images": render}),
+        NodeSpec("scene_graph", "scene_graph", {"overlay": render}),
+        NodeSpec("vla_policy", "vla_policy", {"lockstep": lockstep}),
+    ]
+    if record:
+        nodes.append(NodeSpec("bag_recorder", "bag_recorder", {"output": str(Path(record).expanduser().absolute())}))
+    waits = subscriber_counts(tuple(nodes) + (NodeSpec("evaluator", "evaluator"),),
+                              ("sim/state", "action", "eval/episode", "policy/report"))
+    nodes.append(NodeSpec("evaluator", "evaluator", {
+        "config": str(_path(a["eval_config"])), "overrides": a["eval_overrides"],
+        "output_dir": str(Path(a["output_dir"]).expanduser().absolute()) if a["output_dir"] else "",
+        "wait_for_nodes": [n.name for n in nodes], "wait_for_subscribers": waits}))
+    return Plan("sim_eval", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"}, main="evaluator")
+
+
+def _number(value: str, name: str, kind: type, minimum: float) -> int | float:
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"argument {name}: expected {'an integer' if kind is int else 'a number'}, "
+                         f"got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"argument {name}: must be >= {minimum}, got {value!r}")
+    return number
+
+
+def _hardware(a: dict[str, str]) -> Plan:
+    sim = _truthy(a["sim"], "sim")
+    teleop = a["teleop"].strip().lower()
+    if teleop not in ("false", "leader", "true"):
+        raise ValueError(f"argument teleop: false or leader (true = leader), got {a['teleop']!r}")
+    teleop = teleop != "false"
+    config = a["config"].strip() or ("twin" if sim else "so101")
+    config = config if not Path(config).suffix else str(Path(config).expanduser().absolute())
+    cameras = [a["agentview"], a["wrist"]]
+    goals = (("joint_commands", "leader/joint_states"),) if teleop else ()
+    nodes = []
+    if sim:
+        nodes.append(NodeSpec("so101_twin", "so101_twin", {
+            "config": config, "task_id": _number(a["task_id"], "task_id", int, 0),
+            "seed": _number(a["seed"], "seed", int, 0), "cameras": list(cameras)}, goals))
+    else:
+        nodes.append(NodeSpec("so101_arm", "so101_arm", {"config": config}, goals))
+        nodes += [NodeSpec(f"{view}_camera", "camera", {"config": config, "camera": a[view]})
+                  for view in ("agentview", "wrist")]
+    if teleop:
+        nodes.append(NodeSpec("so101_leader", "so101_leader", {"config": config}))
+    main = nodes[0].name  # without recording the launch runs until stopped (Ctrl-C) or the arm faults
+    record = a["record"].strip()
+    if record:
+        if not sim and not a["task"].strip():
+            raise ValueError("argument task: recording from hardware needs the dataset's task string")
+        nodes.append(NodeSpec("dataset_recorder", "dataset_recorder", {
+            "config": config, "root": str(Path(record).expanduser().absolute()), "task": a["task"],
+            "repo_id": a["repo_id"], "cameras": list(cameras),  # own lists: no YAML aliases
+            "episodes": _number(a["episodes"], "episodes", int, 1),
+            "episode_time_s": float(_number(a["episode_time_s"], "episode_time_s", float, 0.1)),
+            "reset_time_s": float(_number(a["reset_time_s"], "reset_time_s", float, 0.0)),
+            "auto_start": _truthy(a["auto_start"], "auto_start"),
+            "reset_seed": nodes[0].parameters["seed"] + 1 if sim else -1}, goals))
+        main = "dataset_recorder"
+    return Plan("hardware", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"} if sim else {}, main=main)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sgvla.launch.plan", description=__doc__.split("\n")[0])
+    parser.add_argument("--table", action="store_true", help="print the topic table (Markdown) of the launch")
+    parser.add_argument("launch", nargs="?", default="sim_eval")
+    parser.add_argument("args", nargs="*", metavar="name:=value")
+    ns = parser.parse_args(argv)
+    if ns.table:
+        print(topic_table(launch=ns.launch))
+        return 0
+    plan = launch_plan(ns.launch, dict(x.split(":=", 1) for x in ns.args))
+    for n in plan.nodes:
+        print(f"{n.name}: {n.executable} ({n.module}) {n.parameters} {list(n.remappings)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

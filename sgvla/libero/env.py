@@ -1,0 +1,291 @@
+"""LIBERO-Spatial simulation backend on LeRobot's LIBERO environment.
+
+Layers:
+
+- :class:`SgvlaLiberoEnv` is ``lerobot.envs.libero.LiberoEnv`` (a gymnasium env,
+  built from the same ``lerobot.envs.configs.LiberoEnv`` config ``lerobot-eval``
+  uses) with four additions: the task file without removed objects (their
+  initial states projected by joint name), the chosen cameras, a render
+  profile, and a reset that applies pose perturbations between LIBERO's initial
+  state and LeRobot's 10 no-op settle steps. It remains a drop-in env for
+  LeRobot's rollout code; ``env._env`` is LIBERO's ``OffScreenRenderEnv`` and
+  ``env._env.sim`` the robosuite ``MjSim`` (``.model._model`` / ``.data._data``
+  are the raw MuJoCo structs).
+- :class:`LiberoBackend` drives one env: ``reset(seed)``, ``step(action)``,
+  privileged :meth:`~LiberoBackend.scene` state and per-camera ground-truth graphs.
+
+Observations for policies are exactly what ``lerobot-eval`` feeds them: the
+env's observation through ``preprocess_observation``, the task string, and the
+env processor (``LiberoProcessorStep``: images rotated 180 degrees, 8-D state).
+``Observation.images`` keeps the camera images as LIBERO stores them (rows
+bottom-up), the convention of boxes and HDF5 files.
+
+Seeds: ``reset(seed)`` uses LIBERO's initial state ``seed % 50`` (LeRobot uses
+the episode index; ``lerobot-eval``'s per-episode seeds cover the states alike)
+and seeds perturbation jitter, so a seed always gives the same scene.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sgvla.scene_graph import ViewGraph, ground_truth_batch
+from sgvla.libero.setup import prepare_libero
+from sgvla.libero.perturbations import (
+    PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations, table_bounds,
+)
+from sgvla.libero.render import RenderProfile, render_profile
+from sgvla.core.state import Observation, SceneState
+from sgvla.sim.mujoco_state import (
+    CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
+    obstacle_boxes, obstacle_index, project_state, state_layout,
+)
+from sgvla.libero.tasks import SUITE, TaskInfo, libero_suite, task_info
+
+prepare_libero()
+
+from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig  # noqa: E402
+from lerobot.envs.libero import TASK_SUITE_MAX_STEPS, LiberoEnv, get_libero_dummy_action  # noqa: E402
+from lerobot.envs.utils import preprocess_observation  # noqa: E402
+from libero.libero.envs.env_wrapper import ControlEnv, OffScreenRenderEnv  # noqa: E402
+
+DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")
+MAX_STEPS = TASK_SUITE_MAX_STEPS[SUITE]
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """One LIBERO-Spatial task. ``image_size`` defaults to LeRobot's LIBERO config (what ``lerobot-eval`` renders).
+
+    ``render_images=False`` skips cameras and the renderer entirely (privileged
+    controllers, success-rate runs); graphs still project into ``cameras`` at ``image_size``.
+    """
+
+    task_id: int
+    render_profile: str = "reference"
+    cameras: tuple[str, str] = DEFAULT_CAMERAS
+    perturbation: str | Path | PerturbationSet = "none"
+    image_size: int = field(default_factory=lambda: LiberoEnvConfig().observation_height)
+    render_images: bool = True
+    settle_steps: int = 10  # LeRobot's LiberoEnv num_steps_wait
+    max_steps: int = MAX_STEPS
+
+
+@cache
+def _full_layout(bddl_file: Path) -> StateLayout:
+    """Joint layout of the unmodified task scene, to project its initial states onto a reduced scene."""
+    env = ControlEnv(bddl_file_name=str(bddl_file), use_camera_obs=False, has_offscreen_renderer=False)
+    try:
+        return state_layout(env.sim.model._model)
+    finally:
+        env.close()
+
+
+class SgvlaLiberoEnv(LiberoEnv):
+    """LeRobot's ``LiberoEnv`` with object removal, camera choice, a render profile and pose perturbations."""
+
+    def __init__(self, task: TaskInfo, perturbation: TaskPerturbation, profile: RenderProfile,
+                 cameras: Sequence[str], image_size: int, render_images: bool, settle_steps: int) -> None:
+        keys = [f"{c}_image" for c in cameras]
+        config = LiberoEnvConfig(
+            task=SUITE, task_ids=[task.task_id], observation_height=image_size, observation_width=image_size,
+            camera_name=",".join(keys), camera_name_mapping=dict(zip(keys, ("image", "image2"))),
+            hard_reset=profile.hard_reset,
+        )
+        gym_kwargs = {k: v for k, v in config.gym_kwargs.items() if k != "task_ids"}
+        super().__init__(
+            task_suite=libero_suite(), task_id=task.task_id, task_suite_name=SUITE, camera_name=config.camera_name,
+            camera_name_mapping=config.camera_name_mapping, init_states=config.init_states,
+            control_mode=config.control_mode, num_steps_wait=settle_steps, **gym_kwargs,
+        )
+        self.lerobot_config = config
+        self.task_info = task
+        self.perturbation = perturbation
+        self.profile = profile
+        self.cameras = tuple(cameras)
+        self.render_images = render_images
+        if not render_images:
+            self.camera_name = []  # LeRobot's observation formatting then carries no images
+        if perturbation.prompt is not None:
+            self.task_description = perturbation.prompt
+        self._tmpdir: tempfile.TemporaryDirectory | None = None
+        if perturbation.remove:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="sgvla_bddl_")
+            reduced = Path(self._tmpdir.name) / task.bddl_file.name
+            reduced.write_text(task.problem.without(set(perturbation.remove)), encoding="utf-8")
+            self._task_bddl_file = str(reduced)
+        self.index: ObjectIndex | None = None
+        self.obstacle_index: ObstacleIndex | None = None
+        self.init_state_index = -1
+
+    def _ensure_env(self) -> None:
+        if self._env is not None:
+            return
+        kwargs = dict(bddl_file_name=self._task_bddl_file, camera_names=list(self.cameras),
+                      camera_heights=self.observation_height, camera_widths=self.observation_width,
+                      control_freq=self.control_freq, hard_reset=self.hard_reset)
+        if self.render_images:
+            env = OffScreenRenderEnv(**kwargs)
+        else:
+            env = ControlEnv(**kwargs, use_camera_obs=False, has_offscreen_renderer=False)
+        env.reset()
+        self._env = env
+        reduced = state_layout(env.sim.model._model)
+        if self._init_states.shape[1] != 1 + reduced.nq + reduced.nv:  # objects removed: project by joint name
+            full = _full_layout(self.task_info.bddl_file)
+            self._init_states = np.stack([project_state(s, full, reduced) for s in self._init_states])
+
+    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """LeRobot's reset (initial state, no-op settle steps) with pose perturbations before the settle."""
+        self._ensure_env()
+        super(LiberoEnv, self).reset(seed=seed)
+        seed = 0 if seed is None else int(seed)
+        self._env.seed(seed)
+        self._env.reset()
+        self.profile.apply(self._env.sim)
+        sim = self._env.sim
+        self.index = object_index(sim.model._model)
+        self.obstacle_index = obstacle_index(sim.model._model, self.index)
+        self.init_state_index = seed % len(self._init_states)
+        raw_obs = self._env.set_init_state(self._init_states[self.init_state_index])
+        if self.perturbation.poses:
+            model, data = sim.model._model, sim.data._data
+            apply_poses(model, data, self.index, self.perturbation, np.random.default_rng(seed))
+            check_scene(model, data, self.index, self.task_info.problem.goal_objects, bool(self._env.check_success()),
+                        f"task {self.task_id} seed {seed}")
+        for _ in range(self.num_steps_wait):
+            raw_obs, _, _, _ = self._env.step(get_libero_dummy_action())
+        for robot in self._env.robots:
+            robot.controller.use_delta = self.control_mode == "relative"
+        return self._format_raw_obs(raw_obs), {"is_success": False}
+
+    def close(self) -> None:
+        super().close()
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+
+def _batched(tree: Any) -> Any:
+    """Add the leading env axis a gymnasium vector env gives every array (what LeRobot's processors expect)."""
+    if isinstance(tree, dict):
+        return {k: _batched(v) for k, v in tree.items()}
+    return np.asarray(tree)[None]
+
+
+class LiberoBackend:
+    """One LIBERO-Spatial task: LeRobot observations, success, privileged state and ground-truth graphs."""
+
+    def __init__(self, config: BackendConfig) -> None:
+        self.config = config
+        self.task_info = task_info(config.task_id)
+        perturbations = config.perturbation
+        if not isinstance(perturbations, PerturbationSet):
+            perturbations = load_perturbations(perturbations)
+        self.perturbations = perturbations
+        self.perturbation = perturbations.for_task(config.task_id)
+        self.cameras: tuple[str, str] = self.perturbation.cameras or tuple(config.cameras)  # type: ignore[assignment]
+        self.env = SgvlaLiberoEnv(self.task_info, self.perturbation, render_profile(config.render_profile),
+                                  self.cameras, config.image_size, config.render_images, config.settle_steps)
+        self.env_preprocessor, _ = self.env.lerobot_config.get_env_processors()
+        self.max_steps = config.max_steps
+        self.steps = 0
+        self._rig: CameraRig | None = None
+
+    @property
+    def task(self) -> str:
+        """The prompt policies get: LIBERO's task language, or the perturbation's override."""
+        return self.env.task_description
+
+    @property
+    def sim(self):
+        """robosuite ``MjSim`` of the current episode (rebuilt by hard resets)."""
+        return self.env._env.sim
+
+    def reset(self, seed: int) -> Observation:
+        raw, _ = self.env.reset(seed=seed)
+        self.steps = 0
+        model = self.sim.model._model
+        self._rig = CameraRig(model, self.cameras, self.config.image_size, self.config.image_size)
+        return self._observation(raw)
+
+    def step(self, action: np.ndarray) -> tuple[Observation, bool, bool]:
+        """Apply one 7-D action; returns (observation, success, done). Done on success or after ``max_steps``."""
+        if self._rig is None:
+            raise RuntimeError("call reset(seed) before step()")
+        raw, _, _, _, info = self.env.step(np.asarray(action, dtype=np.float64).reshape(-1))
+        self.steps += 1
+        success = bool(info["is_success"])
+        return self._observation(raw), success, success or self.steps >= self.max_steps
+
+    def _observation(self, raw: dict[str, Any]) -> Observation:
+        policy = preprocess_observation(_batched(raw))
+        policy["task"] = [self.task]
+        policy = self.env_preprocessor(policy)
+        images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, ("image", "image2")) if key in raw["pixels"]}
+        return Observation(policy, images, raw, self.task)
+
+    def scene(self) -> SceneState:
+        if self._rig is None or self.env.index is None:
+            raise RuntimeError("call reset(seed) before scene()")
+        data = self.sim.data._data
+        model = self.sim.model._model
+        index = self.env.index
+        centers, rotations = geom_poses(data, index)
+        robot = self.env._env.robots[0]
+        return SceneState(
+            objects=index.names,
+            positions=object_positions(data, index),
+            geoms=geom_batch(model, index, centers[None], rotations[None]),
+            cameras=self._rig.cameras(data),
+            eef_pos=np.array(data.site_xpos[robot.eef_site_id]),
+            eef_mat=np.array(data.site_xmat[robot.eef_site_id]).reshape(3, 3),
+            gripper_qpos=np.array(data.qpos[robot._ref_gripper_joint_pos_indexes]),
+            task=self.task_info.language,
+            obstacles=obstacle_boxes(data, self.env.obstacle_index),
+        )
+
+    def ground_truth(self, views: Sequence[str] | None = None, scene: SceneState | None = None) -> dict[str, ViewGraph]:
+        """Graph and boxes per camera (default: the observed cameras) for the current instant."""
+        scene = scene or self.scene()
+        cameras = scene.cameras
+        if views is not None:
+            missing = [v for v in views if v not in cameras]
+            if missing:
+                rig = CameraRig(self.sim.model._model, missing, self.config.image_size, self.config.image_size)
+                cameras = {**cameras, **rig.cameras(self.sim.data._data)}
+            cameras = {v: cameras[v] for v in views}
+        batch = ground_truth_batch(scene.objects, scene.geoms, scene.positions[None], cameras, scene.task)
+        return {view: graphs.frame(0) for view, graphs in batch.items()}
+
+    def episode_info(self) -> dict[str, Any]:
+        """The task's goal (target, place) and the table's centre, for scripted policies."""
+        lower, upper = table_bounds(self.sim.model._model, self.sim.data._data)
+        return {"goal": self.task_info.problem.goal_placements[0], "table_center": (lower + upper) / 2}
+
+    def pick_place(self, target: str, place: str):
+        """The Panda's scripted pick-and-place (:class:`sgvla.libero.expert.PickPlaceController`)."""
+        from sgvla.libero.expert import PickPlaceController
+
+        return PickPlaceController(target, place)
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> LiberoBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_backend(task_id: int, **overrides: Any) -> LiberoBackend:
+    """``LiberoBackend(BackendConfig(task_id, **overrides))``."""
+    return LiberoBackend(BackendConfig(task_id=task_id, **overrides))

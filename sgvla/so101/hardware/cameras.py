@@ -1,0 +1,374 @@
+"""Cameras: OpenCV/V4L2 devices, Intel RealSense (color + depth aligned to color), a synthetic source, the
+SO101 MuJoCo twin's cameras (``source: twin``), and frames pushed in from elsewhere (ROS image topics).
+
+Each :class:`Camera` reads its source in a background thread and keeps only the newest frame, so a
+control loop never waits on a camera. A camera that fails mid-run (unplugged, driver hiccup) is
+reopened every ``reconnect_s`` until it answers again; the first open happens at :meth:`Camera.start`
+so that a wrong device is an error at startup rather than a silent retry loop.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import cv2
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("opencv", "realsense", "synthetic", "twin")
+
+
+class CameraError(RuntimeError):
+    pass
+
+
+@dataclass
+class CameraConfig:
+    name: str = "agentview"  # dataset key observation.images.<name>; ROS topics under <name>/
+    source: str = "opencv"  # opencv | realsense | synthetic | twin
+    # opencv: index or /dev/video* path; realsense: serial number ("" = the only one); twin: the twin's camera
+    device: str = "0"
+    width: int = 640
+    height: int = 480
+    fps: int = 30
+    depth: bool = False  # also a depth stream aligned to color (realsense, synthetic)
+    calibration: str = ""  # camera_info YAML: a name in calibration/ or a path ("" = none)
+    frame_id: str = ""  # "" = <name>_optical_frame
+
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise ValueError(f"camera {self.name}: source {self.source!r} is not one of {SOURCES}")
+        if self.depth and self.source == "opencv":
+            raise ValueError(f"camera {self.name}: depth needs a realsense (or synthetic, twin) source")
+        if min(self.width, self.height, self.fps) <= 0:
+            raise ValueError(f"camera {self.name}: width, height and fps must be > 0")
+        self.frame_id = self.frame_id or f"{self.name}_optical_frame"
+
+
+@dataclass(frozen=True)
+class Frame:
+    color: np.ndarray  # (H, W, 3) uint8 RGB
+    depth: np.ndarray | None  # (H, W, 1) uint16 millimetres, pixel-aligned with color
+    stamp: float  # time.monotonic() at capture
+    index: int  # frames captured by this Camera so far (1-based); gaps never happen, repeats are visible
+
+
+class Source(Protocol):
+    def open(self) -> None: ...
+    def grab(self) -> tuple[np.ndarray, np.ndarray | None]: ...  # blocks until the next frame
+    def close(self) -> None: ...
+
+
+class OpenCVSource:
+    def __init__(self, config: CameraConfig):
+        self.config = config
+        self.capture: cv2.VideoCapture | None = None
+
+    def open(self) -> None:
+        c = self.config
+        device = int(c.device) if c.device.isdigit() else c.device
+        capture = cv2.VideoCapture(device, cv2.CAP_V4L2)
+        if not capture.isOpened():
+            raise CameraError(f"camera {c.name}: cannot open video device {c.device!r} "
+                              "(list devices with `lerobot-find-cameras opencv` or `v4l2-ctl --list-devices`)")
+        capture.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter_fourcc(*"MJPG"))  # raw YUYV cannot do 640x480@30 on USB2
+        capture.set(cv2.CAP_PROP_FRAME_WIDTH, c.width)
+        capture.set(cv2.CAP_PROP_FRAME_HEIGHT, c.height)
+        capture.set(cv2.CAP_PROP_FPS, c.fps)
+        got = (int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)), int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        if got != (c.width, c.height):
+            capture.release()
+            raise CameraError(f"camera {c.name}: device {c.device!r} gives {got[0]}x{got[1]}, not {c.width}x{c.height}")
+        self.capture = capture
+
+    def grab(self) -> tuple[np.ndarray, None]:
+        ok, bgr = self.capture.read()
+        if not ok:
+            raise CameraError(f"camera {self.config.name}: no frame from {self.config.device!r}")
+        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), None
+
+    def close(self) -> None:
+        if self.capture is not None:
+            self.capture.release()
+            self.capture = None
+
+
+class RealSenseSource:
+    """Color, and depth aligned to the color camera's pixels (rs.align), depth in millimetres."""
+
+    def __init__(self, config: CameraConfig):
+        self.config = config
+        self.pipeline = None
+
+    def open(self) -> None:
+        import pyrealsense2 as rs  # imported here: only machines with a RealSense need the library
+
+        c = self.config
+        rs_config = rs.config()
+        if c.device:
+            rs_config.enable_device(c.device)
+        rs_config.enable_stream(rs.stream.color, c.width, c.height, rs.format.rgb8, c.fps)
+        if c.depth:
+            rs_config.enable_stream(rs.stream.depth, c.width, c.height, rs.format.z16, c.fps)
+        pipeline = rs.pipeline()
+        try:
+            profile = pipeline.start(rs_config)
+        except RuntimeError as e:
+            raise CameraError(f"camera {c.name}: cannot start RealSense {c.device or '(first found)'} at "
+                              f"{c.width}x{c.height}@{c.fps}: {e} (list devices with `rs-enumerate-devices`)") from e
+        self.align = rs.align(rs.stream.color) if c.depth else None
+        self.mm_per_unit = profile.get_device().first_depth_sensor().get_depth_scale() * 1000.0 if c.depth else 0.0
+        self.pipeline = pipeline
+
+    def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
+        try:
+            frames = self.pipeline.wait_for_frames(timeout_ms=2000)
+        except RuntimeError as e:
+            raise CameraError(f"camera {self.config.name}: {e}") from e
+        if self.align is None:
+            return np.asanyarray(frames.get_color_frame().get_data()).copy(), None
+        frames = self.align.process(frames)
+        color = np.asanyarray(frames.get_color_frame().get_data()).copy()
+        depth = np.asanyarray(frames.get_depth_frame().get_data())
+        if self.mm_per_unit != 1.0:  # e.g. D405 counts 0.1 mm
+            depth = np.clip(depth * self.mm_per_unit, 0, 65535)
+        return color, depth.astype(np.uint16)[..., None]
+
+    def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.stop()
+            self.pipeline = None
+
+
+class SyntheticSource:
+    """Frames made up at the configured rate: a square that moves with the frame count over a gradient,
+    and a depth ramp (600..900 mm) with the square 100 mm closer. ``unplug`` plays a pulled cable."""
+
+    def __init__(self, config: CameraConfig):
+        self.config = config
+        h, w = config.height, config.width
+        y, x = np.mgrid[0:h, 0:w]
+        self.background = np.stack([x * 255 // max(w - 1, 1), y * 255 // max(h - 1, 1),
+                                    np.full_like(x, 96)], axis=-1).astype(np.uint8)
+        self.depth_background = (600 + y * 300 // max(h - 1, 1)).astype(np.uint16)[..., None]
+        self.count = 0
+        self.next_t = 0.0
+        self.unplugged_until = 0.0
+
+    def unplug(self, seconds: float) -> None:
+        self.unplugged_until = time.monotonic() + seconds
+
+    def open(self) -> None:
+        if time.monotonic() < self.unplugged_until:
+            raise CameraError(f"camera {self.config.name}: synthetic device unplugged")
+        self.next_t = time.monotonic()
+
+    def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
+        self.next_t += 1.0 / self.config.fps
+        time.sleep(max(0.0, self.next_t - time.monotonic()))
+        if time.monotonic() < self.unplugged_until:
+            raise CameraError(f"camera {self.config.name}: synthetic device unplugged")
+        self.count += 1
+        h, w = self.config.height, self.config.width
+        side = max(h // 6, 1)
+        x0 = (self.count * 7) % max(w - side, 1)
+        y0 = (h - side) // 2
+        color = self.background.copy()
+        color[y0:y0 + side, x0:x0 + side] = (255, 255, 255)
+        depth = None
+        if self.config.depth:
+            depth = self.depth_background.copy()
+            depth[y0:y0 + side, x0:x0 + side] -= 100
+        return color, depth
+
+    def close(self) -> None:
+        pass
+
+
+def depth_to_mm(metres: np.ndarray) -> np.ndarray:
+    """Depth in metres (H, W) -> (H, W, 1) uint16 millimetres, as a RealSense aligned depth stream gives it
+    (0 where nothing was measured, clipped at 65.535 m)."""
+    metres = np.nan_to_num(np.asarray(metres, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    return np.clip(np.rint(metres * 1000.0), 0, 65535).astype(np.uint16).reshape(*metres.shape[:2], 1)
+
+
+class TwinSource:
+    """A camera of the SO101 MuJoCo twin (``sgvla.so101.twin.twin.So101Twin``), rendered at the configured rate.
+
+    ``device`` names the twin's camera (``agentview``, ``wrist``); color is upright RGB, depth the
+    rendered depth in millimetres. The twin serializes rendering with its physics (its lock). An OpenGL
+    context belongs to one thread at a time: sources of one twin whose Cameras each run a thread of their own
+    share ``render_thread`` (a one-worker executor) so that every render happens on the same thread."""
+
+    def __init__(self, config: CameraConfig, twin: Any, render_thread: Any = None):
+        if config.device not in twin.cameras:
+            raise CameraError(f"camera {config.name}: the twin has no camera {config.device!r}; "
+                              f"it has {list(twin.cameras)} (set the camera's device)")
+        self.config, self.twin, self.render_thread = config, twin, render_thread
+        self.next_t = 0.0
+
+    def open(self) -> None:
+        self.next_t = time.monotonic()
+
+    def frame(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Render now: (H, W, 3) uint8 RGB and, for depth cameras, (H, W, 1) uint16 millimetres."""
+        if self.render_thread is not None:
+            return self.render_thread.submit(self._render).result()
+        return self._render()
+
+    def _render(self) -> tuple[np.ndarray, np.ndarray | None]:
+        c = self.config
+        color = self.twin.render(c.device, width=c.width, height=c.height)
+        depth = depth_to_mm(self.twin.render_depth(c.device, width=c.width, height=c.height)) if c.depth else None
+        return color, depth
+
+    def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
+        self.next_t = max(self.next_t + 1.0 / self.config.fps, time.monotonic() - 1.0 / self.config.fps)
+        time.sleep(max(0.0, self.next_t - time.monotonic()))
+        return self.frame()
+
+    def close(self) -> None:
+        pass
+
+
+class PushedSource:
+    """Frames handed in by another thread (a ROS image subscription): :meth:`grab` returns the next one.
+
+    Opening fails while no frame came for ``timeout_s``, so a :class:`Camera` over a silent topic reads
+    as disconnected (and reconnects when frames come back)."""
+
+    def __init__(self, config: CameraConfig, timeout_s: float = 1.0):
+        self.config, self.timeout_s = config, timeout_s
+        self._frames: queue.Queue[tuple[np.ndarray, np.ndarray | None]] = queue.Queue(maxsize=2)
+        self.last_push = -float("inf")
+
+    def push(self, color: np.ndarray, depth: np.ndarray | None = None) -> None:
+        """Hand in a frame (the oldest waiting one is dropped when the consumer falls behind)."""
+        c = self.config
+        want = (c.height, c.width)
+        if color.shape != (*want, 3) or (c.depth and (depth is None or depth.shape != (*want, 1))):
+            raise CameraError(f"camera {c.name}: got color {color.shape}, depth "
+                              f"{None if depth is None else depth.shape}; the rig says {c.height}x{c.width}"
+                              + (" with depth" if c.depth else ""))
+        if self._frames.full():
+            with contextlib.suppress(queue.Empty):
+                self._frames.get_nowait()
+        with contextlib.suppress(queue.Full):  # another producer came first: this frame is the one dropped
+            self._frames.put_nowait((color, depth if c.depth else None))
+        self.last_push = time.monotonic()
+
+    @property
+    def ready(self) -> bool:
+        return not self._frames.empty()
+
+    def open(self) -> None:
+        if time.monotonic() - self.last_push > self.timeout_s:
+            raise CameraError(f"camera {self.config.name}: no frame for {self.timeout_s:.1f} s")
+
+    def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
+        try:
+            return self._frames.get(timeout=self.timeout_s)
+        except queue.Empty:
+            raise CameraError(f"camera {self.config.name}: no frame for {self.timeout_s:.1f} s") from None
+
+    def close(self) -> None:
+        pass
+
+
+def make_source(config: CameraConfig, twin: Any = None, render_thread: Any = None) -> Source:
+    """The source a camera config names; ``twin`` (a running So101Twin) renders ``source: twin`` cameras."""
+    if config.source == "twin":
+        if twin is None:
+            raise CameraError(f"camera {config.name}: source twin renders from a running SO101 twin; start one "
+                              "(`sgvla record --config twin`, `sgvla launch hardware sim:=true`)")
+        return TwinSource(config, twin, render_thread)
+    return {"opencv": OpenCVSource, "realsense": RealSenseSource, "synthetic": SyntheticSource}[config.source](config)
+
+
+class Camera:
+    def __init__(self, config: CameraConfig, source: Source | None = None, reconnect_s: float = 1.0):
+        self.config = config
+        self.source = source or make_source(config)
+        self.reconnect_s = reconnect_s
+        self.connected = False
+        self.reconnects = 0  # times the source failed mid-run and was reopened
+        self._latest: Frame | None = None
+        self._recent: collections.deque[Frame] = collections.deque(maxlen=4)
+        self._new = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"camera {config.name}", daemon=True)
+
+    def start(self, first_frame_timeout_s: float = 5.0) -> Camera:
+        """Open the source and return once its first frame is in (errors here name the device)."""
+        self.source.open()
+        self.connected = True
+        self._thread.start()
+        try:
+            self.wait_newer(0, first_frame_timeout_s)
+        except CameraError:
+            self.close()
+            raise
+        return self
+
+    def latest(self) -> Frame | None:
+        return self._latest
+
+    def next_frame(self, after: int, max_lag: int = 1) -> Frame | None:
+        """The frame following ``after`` for a consumer that wants every frame once: the next one if it is
+        at most ``max_lag`` frames behind the newest, else the one ``max_lag`` behind (frames in between
+        are skipped). None while no frame is newer than ``after``."""
+        with self._new:
+            recent = list(self._recent)
+        if not recent or recent[-1].index <= after:
+            return None
+        wanted = max(after + 1, recent[-1].index - max_lag)
+        return next((f for f in recent if f.index >= wanted), recent[-1])
+
+    def wait_newer(self, index: int, timeout_s: float) -> Frame:
+        """The newest frame with an index above ``index``, waiting at most ``timeout_s``."""
+        with self._new:
+            if not self._new.wait_for(lambda: self._latest is not None and self._latest.index > index, timeout_s):
+                raise CameraError(f"camera {self.config.name}: no new frame within {timeout_s:.2f} s"
+                                  + ("" if self.connected else " (disconnected, reconnecting)"))
+            return self._latest
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+        self.source.close()
+        self.connected = False
+
+    def _run(self) -> None:
+        index = 0
+        while not self._stop.is_set():
+            if not self.connected:
+                try:
+                    self.source.open()
+                except Exception as e:  # any driver error: keep trying until closed
+                    log.debug("camera %s: reopen failed: %s", self.config.name, e)
+                    self._stop.wait(self.reconnect_s)
+                    continue
+                self.connected = True
+                log.warning("camera %s: reconnected", self.config.name)
+            try:
+                color, depth = self.source.grab()
+            except Exception as e:
+                log.warning("camera %s: %s; reconnecting every %.1f s", self.config.name, e, self.reconnect_s)
+                self.connected = False
+                self.reconnects += 1
+                self.source.close()
+                continue
+            index += 1
+            with self._new:
+                self._latest = Frame(color, depth, time.monotonic(), index)
+                self._recent.append(self._latest)
+                self._new.notify_all()

@@ -1,0 +1,78 @@
+"""The SO101 twin as an evaluation backend: what `sgvla.eval.loop` drives, like `LiberoBackend`.
+
+An action is the six joint position targets in radians (``JOINTS`` order), held for one control
+period. Observations carry the joint positions and, when rendering, the upright camera images;
+``Observation.policy`` is empty because no learned policy is trained on the twin yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sgvla.so101.hardware.joints import JOINTS
+from sgvla.scene_graph import ViewGraph
+from sgvla.core.state import Observation, SceneState
+from sgvla.so101.twin.config import BOWL, DEFAULT_CONFIG, load_twin_config
+from sgvla.so101.twin.pick_place import TwinPickPlace
+from sgvla.so101.twin.twin import So101Twin
+
+DEFAULT_MAX_STEPS = 300  # 10 s at the rig's 30 Hz; the scripted pick-and-place needs about 6
+
+
+class TwinBackend:
+    """One twin task: reset(seed), step(action), privileged scene, ground-truth graphs, success."""
+
+    def __init__(self, task_id: int, config: str | Path = DEFAULT_CONFIG, image_size: int | None = None,
+                 render_images: bool = True, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        overrides = {"image_width": image_size, "image_height": image_size} if image_size else None
+        self.twin = So101Twin(load_twin_config(config, overrides), task_id)
+        self.task_id = task_id
+        self.render_images = render_images
+        self.max_steps = max_steps
+        self.steps = 0
+
+    @property
+    def task(self) -> str:
+        return self.twin.task
+
+    def reset(self, seed: int) -> Observation:
+        self.twin.reset(seed)
+        self.steps = 0
+        return self._observation()
+
+    def step(self, action: np.ndarray) -> tuple[Observation, bool, bool]:
+        """Apply six joint targets (radians, JOINTS order) for one control period; returns (observation, success, done)."""
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        if action.shape != (len(JOINTS),):
+            raise ValueError(f"a twin action is {len(JOINTS)} joint targets {list(JOINTS)}, got shape {action.shape}")
+        self.twin.set_joint_targets(dict(zip(JOINTS, action)))
+        self.twin.advance(self.twin.control_period)
+        self.steps += 1
+        success = self.twin.success()
+        return self._observation(), success, success or self.steps >= self.max_steps
+
+    def _observation(self) -> Observation:
+        images = {cam: self.twin.render(cam) for cam in self.twin.cameras} if self.render_images else {}
+        joints = self.twin.joint_positions()
+        raw = {"agent_pos": np.array([joints[j] for j in JOINTS]), "pixels": images}
+        return Observation({}, images, raw, self.task)
+
+    def scene(self) -> SceneState:
+        return self.twin.scene()
+
+    def ground_truth(self, views: Sequence[str] | None = None, scene: SceneState | None = None) -> dict[str, ViewGraph]:
+        return self.twin.ground_truth(views, scene)
+
+    def episode_info(self) -> dict[str, Any]:
+        config = self.twin.config
+        return {"goal": (BOWL, self.twin.layout.place), "table_center": np.array([*config.table_center_xy, 0.0])}
+
+    def pick_place(self, target: str, place: str) -> TwinPickPlace:
+        return TwinPickPlace(self.twin, target, place)
+
+    def close(self) -> None:
+        self.twin.close()
