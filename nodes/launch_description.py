@@ -15,7 +15,8 @@ from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from sgvla.launch.plan import ARGUMENTS, PACKAGE, launch_plan
+from sgvla.launch.nodes import PACKAGE
+from sgvla.launch.plan import ARGUMENTS, launch_plan
 from sgvla.core.ros_env import loopback_env
 
 

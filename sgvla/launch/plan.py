@@ -18,27 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgvla.paths import REPO_ROOT
-
-PACKAGE = "sgvla_ros"
-
-# Executable (setup.py NODES key) -> module of sgvla_ros (the nodes/ folder).
-EXECUTABLES = {
-    "sim_bridge": "sim_bridge",
-    "scene_graph": "scene_graph_node",
-    "vla_policy": "vla_policy",
-    "evaluator": "evaluator",
-    "bag_recorder": "bag_recorder",
-    "vlm_query": "vlm_query",
-    "graph_publisher": "graph_publisher",
-    "graph_recorder": "graph_recorder",
-    "so101_arm": "so101_arm",
-    "so101_leader": "so101_leader",
-    "camera": "camera",
-    "so101_twin": "so101_twin",
-    "dataset_recorder": "dataset_recorder",
-}
-
+from sgvla.launch.nodes import EXECUTABLES, PACKAGE, QOS, describe_qos
+from sgvla.paths import resolve_data_path
 
 @dataclass(frozen=True)
 class Argument:
@@ -76,20 +57,6 @@ class Plan:
 
 
 # -- the node graph's topics ----------------------------------------------------------------------
-
-QOS = {
-    "control": "reliable, transient local, keep last 10: lock-step needs every message; a late joiner (or a "
-               "recorder) still gets the latest",
-    "latched": "reliable, transient local, keep last 1: the current value for late joiners",
-    "reliable": "reliable, volatile, keep last 10",
-    "frames": "reliable, transient local, keep last 2: lock-step needs every frame, also when the policy "
-              "subscribes just before the reset; sensor-data (best effort) "
-              "subscribers still match",
-    "sensor": "sensor data: best effort, volatile, keep last 5 (latest frame wins)",
-    "clock": "best effort, keep last 1 (what rclpy's time source subscribes with)",
-    "commands": "reliable, volatile, keep last 1: the newest arm goal arrives, stale ones never queue",
-}
-
 
 @dataclass(frozen=True)
 class Topic:
@@ -218,7 +185,7 @@ def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand"), 
                     f"{', '.join(t.publishers) or '(tools, operator)'} | "
                     f"{', '.join(t.subscribers) or '(tools, recorder)'} | {t.what} |")
     rows.append("")
-    rows += [f"- QoS `{name}`: {text}" for name, text in QOS.items() if any(t.qos == name for t in topics)
+    rows += [f"- QoS `{name}`: {describe_qos(name)}" for name in QOS if any(t.qos == name for t in topics)
              or launch == "sim_eval"]
     if launch == "sim_eval":
         rows.append(f"- `{{camera}}`: each camera the episode observes, e.g. {', '.join(cameras)}. Every name is "
@@ -297,11 +264,6 @@ def resolve_arguments(name: str, args: Mapping[str, str] | None = None) -> dict[
     return {**declared, **{k: str(v) for k, v in (args or {}).items()}}
 
 
-def _path(value: str) -> Path:
-    p = Path(value).expanduser()
-    return p if p.is_absolute() or p.exists() else REPO_ROOT / p
-
-
 def launch_plan(name: str, args: Mapping[str, str] | None = None) -> Plan:
     """The nodes of launch `name` with its arguments (strings, as `a:=b` gives them) resolved."""
     a = resolve_arguments(name, args)
@@ -329,10 +291,11 @@ def _sim_eval(a: dict[str, str]) -> Plan:
     waits = subscriber_counts(tuple(nodes) + (NodeSpec("evaluator", "evaluator"),),
                               ("sim/state", "action", "eval/episode", "policy/report"))
     nodes.append(NodeSpec("evaluator", "evaluator", {
-        "config": str(_path(a["eval_config"])), "overrides": a["eval_overrides"],
+        "config": str(resolve_data_path(a["eval_config"])), "overrides": a["eval_overrides"],
         "output_dir": str(Path(a["output_dir"]).expanduser().absolute()) if a["output_dir"] else "",
         "wait_for_nodes": [n.name for n in nodes], "wait_for_subscribers": waits}))
-    return Plan("sim_eval", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"}, main="evaluator")
+    return Plan("sim_eval", a, resolve_data_path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"},
+                main="evaluator")
 
 
 def _number(value: str, name: str, kind: type, minimum: float) -> int | float:
@@ -381,7 +344,8 @@ def _hardware(a: dict[str, str]) -> Plan:
             "auto_start": _truthy(a["auto_start"], "auto_start"),
             "reset_seed": nodes[0].parameters["seed"] + 1 if sim else -1}, goals))
         main = "dataset_recorder"
-    return Plan("hardware", a, _path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"} if sim else {}, main=main)
+    return Plan("hardware", a, resolve_data_path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"} if sim else {},
+                main=main)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,9 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sgvla.paths import REPO_ROOT
+from sgvla.paths import interface_dir
 
-INTERFACES = REPO_ROOT / "ros2_ws" / "src" / "sgvla_interfaces"
+INTERFACES = interface_dir()
 
 
 @cache

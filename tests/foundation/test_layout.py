@@ -36,12 +36,14 @@ def test_core_library_has_no_ros_imports():
 
 def test_ros_package_exposes_the_nodes_folder():
     pkg = REPO_ROOT / "ros2_ws/src/sgvla_ros"
-    for link, target in {"sgvla_ros": "nodes", "launch": "launch", "config": "config", "urdf": "urdf"}.items():
+    for link, target in {"sgvla_ros": "nodes", "launch": "launch", "config": "config", "urdf": "urdf",
+                         "calibration": "calibration"}.items():
         assert (pkg / link).resolve() == (REPO_ROOT / target).resolve(), link
     assert ET.parse(pkg / "package.xml").findtext("name") == "sgvla_ros"
-    setup = (pkg / "setup.py").read_text()
-    targets = re.findall(r'"sgvla_ros\.(\w+):main"', setup)
-    assert targets, "setup.py declares no node"
+    from sgvla.launch.nodes import console_scripts
+
+    targets = [entry.split("sgvla_ros.")[1].split(":")[0] for entry in console_scripts()]
+    assert targets, "no node executable"
     for module in targets:
         assert (REPO_ROOT / "nodes" / f"{module}.py").is_file(), module
 
@@ -84,7 +86,7 @@ def _launch_nodes(path):
 def test_launch_files_name_existing_nodes_and_parameters(launch_file):
     from sgvla.launch.plan import launch_names
 
-    nodes = dict(re.findall(r'"(\w+)": "sgvla_ros\.(\w+):main"', (REPO_ROOT / "ros2_ws/src/sgvla_ros/setup.py").read_text()))
+    from sgvla.launch.nodes import EXECUTABLES as nodes
     planned = re.search(r'describe\("(\w+)"\)', launch_file.read_text())
     if planned:  # a launch plan's nodes and parameters: tests/ros/test_launch_plan.py checks them
         assert planned.group(1) in launch_names()

@@ -6,24 +6,29 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 
-from sgvla.launch.plan import ARGUMENTS, EXECUTABLES, QOS, TOPICS, NodeSpec, Plan, launch_names, launch_plan
+from sgvla.launch.nodes import EXECUTABLES, QOS
+from sgvla.launch.plan import ARGUMENTS, TOPICS, NodeSpec, Plan, launch_names, launch_plan
 from sgvla.paths import REPO_ROOT
 
 pytestmark = pytest.mark.ros
 
-SETUP = (REPO_ROOT / "ros2_ws/src/sgvla_ros/setup.py").read_text()
-NODES = dict(re.findall(r'"(\w+)": "sgvla_ros\.(\w+):main"', SETUP))
+NODES = EXECUTABLES
 MINE = ["sim_bridge", "scene_graph", "vla_policy", "evaluator", "bag_recorder"]
 
 
+def defaults(executable: str) -> dict:
+    """Parameter -> default of every `declare_parameter("name", <literal>)` in the node's module."""
+    tree = ast.parse((REPO_ROOT / "nodes" / f"{NODES[executable]}.py").read_text())
+    return {call.args[0].value: ast.literal_eval(call.args[1]) for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter"}
+
+
 def declared(executable: str) -> set[str]:
-    source = (REPO_ROOT / "nodes" / f"{NODES[executable]}.py").read_text()
-    return set(re.findall(r'declare_parameter\("(\w+)"', source))
+    return set(defaults(executable))
 
 
 VARIANTS = {  # launch arguments that between them start every node a launch can start
@@ -45,7 +50,6 @@ def test_every_node_executable_and_parameter_exists():
         assert plan.params_file.is_file()
         file_params = yaml.safe_load(plan.params_file.read_text())
         for node in plan.nodes:
-            assert NODES.get(node.executable) == EXECUTABLES[node.executable], node.executable
             assert (REPO_ROOT / "nodes" / f"{EXECUTABLES[node.executable]}.py").is_file()
             names = set(node.parameters) | set(file_params.get(node.name, {}).get("ros__parameters", {}))
             missing = names - declared(node.executable)
@@ -61,6 +65,19 @@ def test_parameter_file_documents_every_declared_parameter():
         assert documented == declared(executable), executable
         for p in documented:
             assert re.search(rf"^\s+{p}: .*#", text, re.M), f"{executable}.{p} has no comment"
+
+
+@pytest.mark.parametrize("launch", launch_names())
+def test_parameter_files_hold_the_nodes_defaults(launch):
+    """The node code's declared defaults are the one table of parameter values; a parameter file repeats them for
+    the reader (with comments) and may differ only where a launch argument sets the value on top."""
+    for plan in all_plans(launch):
+        file_params = yaml.safe_load(plan.params_file.read_text())
+        for node in plan.nodes:
+            values = file_params.get(node.name, {}).get("ros__parameters", {})
+            wrong = {k: (v, defaults(node.executable)[k]) for k, v in values.items()
+                     if k not in node.parameters and v != defaults(node.executable)[k]}
+            assert not wrong, f"{plan.params_file.name} {node.name}: file value vs node default {wrong}"
 
 
 @pytest.mark.parametrize("launch", launch_names())
@@ -175,9 +192,10 @@ def test_launch_cli_rejects_bad_arguments(capsys):
     assert "name:=value" in capsys.readouterr().err
 
 
-def _children(pid: int) -> set[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return {int(x) for x in out.split()}
+def _started(out: str) -> dict[str, int]:
+    """Node -> pid, as the launcher's first line lists every process it started."""
+    line = next(line for line in out.splitlines() if line.startswith("sgvla launch ") and "nodes on" in line)
+    return {name: int(pid) for name, pid in re.findall(r"(\w+) \[(\d+)\]", line)}
 
 
 def _alive(pid: int) -> bool:
@@ -202,12 +220,11 @@ def test_launch_returns_the_evaluators_code_and_leaves_no_process(tmp_path, ros_
         NodeSpec("evaluator", "evaluator", {"config": str(tmp_path / "missing.yaml")}),
     ), {}, main="evaluator")
     proc = _launch_in_child(plan, ros_domain_id)
-    time.sleep(1.0)
-    kids = _children(proc.pid)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2, out  # the evaluator's exit code for a bad plan
     assert "config file not found" in out
-    assert len(kids) == 2 and not any(_alive(k) for k in kids), out
+    kids = _started(out)
+    assert set(kids) == {"graph_recorder", "evaluator"} and not any(_alive(k) for k in kids.values()), out
 
 
 def test_a_node_dying_early_stops_the_launch(tmp_path, ros_domain_id):
@@ -220,9 +237,7 @@ def test_a_node_dying_early_stops_the_launch(tmp_path, ros_domain_id):
                                             "wait_for_nodes": ["graph_publisher"]}),
     ), {}, main="evaluator")
     proc = _launch_in_child(plan, ros_domain_id)
-    time.sleep(1.0)
-    kids = _children(proc.pid)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 3, out
     assert "graph_publisher (exit" in out
-    assert not any(_alive(k) for k in kids), out
+    assert not any(_alive(k) for k in _started(out).values()), out

@@ -1,37 +1,32 @@
-"""ament_python package installing the sgvla nodes (nodes/), launch files, config and URDF.
+"""ament_python package installing the sgvla nodes (nodes/), launch files, config, URDF and calibration.
 
-The package directories are symlinks to the repository's top-level folders, so the nodes,
-launch files and config that `colcon build` installs are the same files `sgvla launch` runs.
+The package directories are symlinks to the repository's top-level folders, so the nodes, launch files and data
+that `colcon build` installs are the files `sgvla launch` runs. Console scripts come from the one executables
+table, `sgvla/launch/nodes.py`, read by path (this file may run where sgvla is not importable yet).
 """
 
-from glob import glob
+import os
+import runpy
+from pathlib import Path
 
 from setuptools import setup
 
 PACKAGE = "sgvla_ros"
-
-# Node executables: `ros2 run sgvla_ros <name>`. The launch files and `sgvla launch` name these.
-NODES = {
-    "graph_publisher": "sgvla_ros.graph_publisher:main",
-    "graph_recorder": "sgvla_ros.graph_recorder:main",
-    "vlm_query": "sgvla_ros.vlm_query:main",
-    "so101_arm": "sgvla_ros.so101_arm:main",
-    "so101_leader": "sgvla_ros.so101_leader:main",
-    "keyboard_teleop": "sgvla_ros.keyboard_teleop:main",
-    "camera": "sgvla_ros.camera:main",
-    "teleop_recorder": "sgvla_ros.teleop_recorder:main",
-    "so101_twin": "sgvla_ros.so101_twin:main",
-    "dataset_recorder": "sgvla_ros.dataset_recorder:main",
-    "sim_bridge": "sgvla_ros.sim_bridge:main",
-    "scene_graph": "sgvla_ros.scene_graph_node:main",
-    "vla_policy": "sgvla_ros.vla_policy:main",
-    "evaluator": "sgvla_ros.evaluator:main",
-    "bag_recorder": "sgvla_ros.bag_recorder:main",
-}
+HERE = Path(__file__).resolve().parent
+TABLE = runpy.run_path(str(HERE.parents[2] / "sgvla" / "launch" / "nodes.py"))
+DATA = ("config", "launch", "urdf", "calibration")  # installed under share/sgvla_ros, subfolders kept
 
 
-def data(folder: str, pattern: str) -> tuple[str, list[str]]:
-    return (f"share/{PACKAGE}/{folder}", sorted(glob(f"{folder}/{pattern}", recursive=True)))
+def data_files() -> list[tuple[str, list[str]]]:
+    """(share/sgvla_ros/<folder>, [files]) for every folder of DATA that holds files, recursively."""
+    out = []
+    for top in DATA:
+        for folder, dirs, files in os.walk(top, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            keep = sorted(os.path.join(folder, f) for f in files if not f.endswith((".pyc", ".md")))
+            if keep:
+                out.append((f"share/{PACKAGE}/{folder}", keep))
+    return out
 
 
 setup(
@@ -41,15 +36,11 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        data("launch", "*.launch.py"),
-        data("config", "*.yaml"),
-        data("config", "*.xml"),
-        data("urdf", "*.urdf"),
-        data("urdf/meshes", "*.stl"),
+        *data_files(),
     ],
     install_requires=["setuptools"],
     zip_safe=True,
     description="ROS 2 nodes of sgvla",
     license="Apache-2.0",
-    entry_points={"console_scripts": [f"{name} = {target}" for name, target in NODES.items()]},
+    entry_points={"console_scripts": TABLE["console_scripts"]()},
 )
