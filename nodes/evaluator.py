@@ -154,7 +154,7 @@ class Evaluator(Node):
             self.evaluation.fail(p, f"policy: {msg.error}")
             self.pending = None
             return
-        from sgvla.policies.base import PromptBudget
+        from sgvla.core.protocols import PromptBudget
 
         budget = None
         if msg.has_budget:

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from sgvla.core.registry import Choice, UnknownChoice
+
 T = TypeVar("T")
 
 
@@ -26,6 +28,10 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     args = typing.get_args(hint)
     if hint is Any:
         return value
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: {value!r} is not one of {list(args)}")
+        return value
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in args:
             return None
@@ -36,6 +42,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0])
+    if Choice.is_kind(hint):
+        return _choice(value, hint, where)
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a mapping for {hint.__name__}, got {value!r}")
@@ -57,6 +65,38 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}")
         return value
     return value
+
+
+def _choice(value: Any, kind: type[Choice], where: str) -> Choice:
+    """A registered choice from its name or from a mapping with `type` and its options."""
+    if isinstance(value, Choice):
+        return value
+    if isinstance(value, str):
+        name, options = value, {}
+    elif isinstance(value, Mapping):
+        options = dict(value)
+        name = options.pop("type", None) or getattr(kind, "type", "")
+        if not name:
+            raise ConfigError(f"{where}: a {kind._kind} needs a `type`; choose from {sorted(kind.choices())}")
+    else:
+        raise ConfigError(f"{where}: expected a {kind._kind} name or a mapping with `type`, got {value!r}")
+    try:
+        cls = kind.choice(name)
+    except UnknownChoice as e:
+        raise ConfigError(f"{where}: {e}") from None
+    return from_mapping(cls, options, f"{where}({name})")
+
+
+def to_mapping(obj: Any) -> Any:
+    """A config as plain data that `from_mapping` reads back: registered choices keep their `type`."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        data = {f.name: to_mapping(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+        return {"type": obj.type, **data} if isinstance(obj, Choice) else data
+    if isinstance(obj, (list, tuple)):
+        return [to_mapping(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): to_mapping(v) for k, v in obj.items()}
+    return obj
 
 
 def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -> T:
@@ -93,6 +133,8 @@ def load_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | N
         node = data
         *parents, leaf = dotted.split(".")
         for p in parents:
+            if isinstance(node.get(p), str):  # a registered choice by name gains options: {type: name, ...}
+                node[p] = {"type": node[p]}
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {dotted}: {p} is not a mapping")

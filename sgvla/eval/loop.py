@@ -15,7 +15,7 @@ from typing import Any
 from sgvla.eval.context import Context, build_context, needs_context
 from sgvla.eval.graph_source import GroundTruthSource
 from sgvla.eval.video import EpisodeVideo
-from sgvla.policies.base import Policy, StepInput
+from sgvla.core.protocols import Policy, StepInput
 from sgvla.scene_graph import Ontology
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from sgvla.eval.context import Context, build_context, needs_context
 from sgvla.eval.loop import Episode, episode_info
-from sgvla.policies.base import PromptBudget, StepInput
+from sgvla.core.protocols import PromptBudget, StepInput
 from sgvla.policies.registry import PolicySpec
 from sgvla.scene_graph import Graph, Ontology, ViewGraph
 from sgvla.libero.expert import PickPlaceController

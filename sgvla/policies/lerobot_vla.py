@@ -36,7 +36,7 @@ from lerobot.policies import make_policy, make_pre_post_processors
 from lerobot.processor import PolicyProcessorPipeline, TokenizerProcessorStep
 from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS, OBS_STATE
 
-from sgvla.policies.base import PromptBudget, StepInput
+from sgvla.core.protocols import PromptBudget, StepInput
 from sgvla.scene_graph.serialize import CONTEXT_HEADER
 
 logger = logging.getLogger(__name__)

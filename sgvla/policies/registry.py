@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sgvla.policies.base import Policy
+from sgvla.core.protocols import Policy
 
 
 @dataclass

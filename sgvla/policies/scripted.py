@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from sgvla.policies.base import PromptBudget, StepInput
+from sgvla.core.protocols import PromptBudget, StepInput
 from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, split_prompt
 from sgvla.policies.registry import PolicySpec, register_policy
 from sgvla.scene_graph import Ontology, load_ontology

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from sgvla.policies.base import StepInput
+from sgvla.core.protocols import StepInput
 from sgvla.policies.registry import PolicySpec, make_policy_from_spec
 
 HUB_IDS = {"pi0": "lerobot/pi0_libero_finetuned", "pi05": "lerobot/pi05_libero_finetuned"}

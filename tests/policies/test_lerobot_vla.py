@@ -5,7 +5,7 @@ import logging
 import numpy as np
 import pytest
 
-from sgvla.policies.base import StepInput
+from sgvla.core.protocols import StepInput
 from sgvla.policies.lerobot_vla import LeRobotPolicy
 from sgvla.policies.registry import PolicySpec, make_policy_from_spec
 from sgvla.policies.tiny import CHUNK

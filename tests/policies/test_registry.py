@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sgvla.cli import main
-from sgvla.policies.base import StepInput
+from sgvla.core.protocols import StepInput
 from sgvla.policies.registry import (LEROBOT_TYPES, POLICY_REGISTRY, PolicySpec, make_policy_from_spec,
                                      register_policy)
 

@@ -1,0 +1,114 @@
+"""Context modes: what an episode's prompt says besides the task (nothing, the live scene graph, boxes, both).
+
+Each mode is a registered :class:`ContextMode` (the paper's five below); a plan names modes by their registered
+names (``modes: [standard, scene_graph]``), and the name is part of every episode's key and record. A new mode is
+one class: register it and say how it builds the context block from the view's live graph::
+
+    @ContextMode.register("nearest_only")
+    @dataclass
+    class NearestOnly(ContextMode):
+        uses_graph = True
+        def block(self, view_graph, view, ontology, style): ...
+
+Prompts are written with the scene-graph core's serializer, so the text is the same wherever sgvla composes
+prompts (the episode engine, in process and in the ROS policy node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from sgvla.core.registry import Choice
+from sgvla.scene_graph import Graph, Ontology, ViewGraph, compose_prompt, format_prompt_context
+from sgvla.scene_graph.serialize import MANIPULATED, STYLES
+
+
+@dataclass(frozen=True)
+class Context:
+    prompt: str
+    graph: Graph | None  # the graph the prompt was built from (unfiltered), if any
+    triplets_in_prompt: int
+
+
+@dataclass
+class ContextMode(Choice, kind="context mode"):
+    """A context mode; subclasses say whether they read the live graph and how they write the block."""
+
+    uses_graph: ClassVar[bool] = False  # needs the view's live graph (and boxes) every step
+    needs_boxes: ClassVar[bool] = False  # reads boxes, which not every graph source gives
+
+    def block(self, view_graph: ViewGraph, view: str, ontology: Ontology, style: str) -> tuple[str, int]:
+        """(context block, triplets shown) for the view's graph; only called when `uses_graph`."""
+        raise NotImplementedError
+
+    def context(self, task: str, view_graph: ViewGraph | None, view: str, ontology: Ontology,
+                style: str = "reference") -> Context:
+        if not self.uses_graph:
+            return Context(task, None, 0)
+        if view_graph is None:
+            raise ValueError(f"context mode {self.type!r} needs a graph of view {view!r}")
+        text, shown = self.block(view_graph, view, ontology, style)
+        return Context(compose_prompt(task, text), view_graph.graph, shown)
+
+
+@dataclass
+class SerializedContext(ContextMode):
+    """The paper's modes: the graph (filtered to the manipulated object's triplets, or whole) and/or the boxes."""
+
+    uses_graph: ClassVar[bool] = True
+    graph_part: ClassVar[bool] = True
+    subject_filtered: ClassVar[bool] = True
+
+    def block(self, view_graph: ViewGraph, view: str, ontology: Ontology, style: str) -> tuple[str, int]:
+        graph = view_graph.graph if self.graph_part else None
+        boxes = dict(view_graph.boxes) if self.needs_boxes else None
+        text = format_prompt_context(graph, view, ontology, subject_filter=MANIPULATED if self.subject_filtered
+                                     else None, style=style, boxes=boxes)
+        shown = 0 if graph is None else len(graph.filter_subject(ontology.manipulated) if self.subject_filtered
+                                            else graph)
+        return text, shown
+
+
+@ContextMode.register("standard")
+@dataclass
+class Standard(ContextMode):
+    """The task alone, as the policy was trained."""
+
+
+@ContextMode.register("scene_graph")
+@dataclass
+class SceneGraphMode(SerializedContext):
+    """The manipulated object's triplets (the paper's graph-injected mode)."""
+
+
+@ContextMode.register("scene_graph_full")
+@dataclass
+class FullSceneGraph(SerializedContext):
+    """Every triplet of the view."""
+
+    subject_filtered: ClassVar[bool] = False
+
+
+@ContextMode.register("bounding_boxes")
+@dataclass
+class BoundingBoxes(SerializedContext):
+    """Every visible object's box, no graph."""
+
+    graph_part: ClassVar[bool] = False
+    needs_boxes: ClassVar[bool] = True
+
+
+@ContextMode.register("scene_graph_bounding_boxes")
+@dataclass
+class SceneGraphAndBoxes(SerializedContext):
+    """The manipulated object's triplets and every box."""
+
+    needs_boxes: ClassVar[bool] = True
+
+
+def context_mode(name: str) -> ContextMode:
+    return ContextMode.choice(name)()
+
+
+__all__ = ["STYLES", "Context", "ContextMode", "context_mode"]

@@ -1,0 +1,202 @@
+"""The episode engine: one episode of graph-injected evaluation, stepped from outside.
+
+Whoever owns the robot or simulator drives it (``sgvla eval`` in process; the ``vla_policy`` node over topics),
+so both run the same code for the same seeds::
+
+    engine = Episode(key, policy, mode, source, ontology, view=..., max_steps=..., info=...)
+    engine.start(task, step)                 # reference graph, first context, policy.reset
+    while not engine.done:
+        action = engine.act(step)            # live context (when the mode reads the graph), policy.act
+        step, success, done = <apply action>
+        engine.observe(success, done)        # counts the step; success, the backend's end or the limit end it
+    record = engine.record(...)              # one typed EpisodeRecord
+
+A component that cannot do its job (a graph source without a graph, a simulator that crashed, a node that is
+gone) raises :class:`InfrastructureFailure`; :meth:`Episode.record_failure` turns that into a record that is
+marked as such, never into a policy's failure (runners exclude them from success rates and retry them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from sgvla.core.context import Context, ContextMode
+from sgvla.core.protocols import GraphSource, Policy, PromptBudget, Step, StepInput
+from sgvla.scene_graph import Ontology, ViewGraph
+
+
+class InfrastructureFailure(RuntimeError):
+    """The machinery failed (graph source, simulator, node, worker), not the policy: the episode has no result."""
+
+
+class EpisodeKey(NamedTuple):
+    """What identifies an episode in a plan and in a results file: each is run (and recorded) once."""
+
+    policy: str
+    task_id: int
+    perturbation: str
+    mode: str
+    seed: int
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> EpisodeKey:
+        return cls(record["policy"], int(record["task_id"]), record["perturbation"], record["mode"],
+                   int(record["seed"]))
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode, as results files store it (one JSON object per line) and reports read it.
+
+    `infra_failure` is set (with the reason) when the machinery failed: such a record is no result and is not
+    counted; the episode is run again. `decision` holds what the policy decided (e.g. its grounding) and is stored
+    flat as `decision_<key>`; `extra` holds what a runner or backend adds (perturbation, render profile, ...)."""
+
+    policy: str
+    task_id: int
+    perturbation: str
+    mode: str
+    seed: int
+    success: bool
+    steps: int
+    max_steps: int
+    wall_time_s: float
+    task: str = ""
+    prompt: str = ""
+    view: str = ""
+    graph_source: str = ""
+    graph_triplets: int = 0
+    triplets_in_prompt: int = 0
+    visible_objects: list[str] = field(default_factory=list)
+    context_ms_per_step: float = 0.0
+    prompt_tokens: int | None = None
+    prompt_budget: int | None = None
+    triplets_kept: int | None = None
+    prompt_truncated: bool = False
+    failure_reason: str = ""
+    infra_failure: str = ""
+    video: str = ""
+    source_stats: dict[str, Any] = field(default_factory=dict)
+    decision: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> EpisodeKey:
+        return EpisodeKey(self.policy, self.task_id, self.perturbation, self.mode, self.seed)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in ("source_stats", "decision", "extra")}
+        data.update(self.source_stats)
+        data.update({f"decision_{k}": _plain(v) for k, v in self.decision.items()})
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
+        names = {f.name for f in dataclasses.fields(cls)} - {"source_stats", "decision", "extra"}
+        known = {k: v for k, v in data.items() if k in names}
+        decision = {k[len("decision_"):]: v for k, v in data.items() if k.startswith("decision_")}
+        rest = {k: v for k, v in data.items() if k not in names and not k.startswith("decision_")}
+        stats = {k: rest.pop(k) for k in list(rest) if k.startswith("vlm_")}
+        return cls(**known, source_stats=stats, decision=decision, extra=rest)
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return x
+
+
+class Episode:
+    """One episode of (policy, task, perturbation, mode, seed); see the module docstring."""
+
+    def __init__(self, key: EpisodeKey, policy: Policy, mode: ContextMode, source: GraphSource, ontology: Ontology,
+                 *, view: str, max_steps: int, style: str = "reference", info: Mapping[str, Any] | None = None):
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self.key, self.policy, self.mode, self.source = key, policy, mode, source
+        self.ontology, self.view, self.style, self.max_steps = ontology, view, style, max_steps
+        self.info = dict(info or {})
+        self.task = ""
+        self.context: Context | None = None
+        self.start_prompt = ""
+        self.budget: PromptBudget | None = None
+        self.reference: ViewGraph | None = None
+        self.steps = 0
+        self.success = False
+        self.done = False
+        self.context_s = 0.0
+        self._acted = -1  # the step the policy last acted on
+        self._started = time.perf_counter()
+
+    def _context(self, step: Step) -> Context:
+        view_graph = None
+        if self.mode.uses_graph:
+            view_graph = self.source.view_graph(self.view, step.observation, step.scene, self.task)
+        return self.mode.context(self.task, view_graph, self.view, self.ontology, self.style)
+
+    def start(self, task: str, step: Step, reference: ViewGraph | None = None) -> None:
+        """Begin: the reference graph of the first frame (for the record), the first context, the policy's reset.
+        `reference` is the ground-truth view graph where one is known (its size and visible objects are recorded;
+        a VLM source's graph is not a reference)."""
+        self._started = time.perf_counter()
+        self.task, self.reference = task, reference
+        self.source.reset()
+        self.context = self._context(step)
+        self.policy.reset(self.context.prompt)
+        self.budget = self.policy.prompt_budget(self.context.prompt)
+        self.start_prompt = self.context.prompt
+
+    def act(self, step: Step) -> np.ndarray:
+        """The policy's action for the current step (the context rebuilt from the live graph after the first)."""
+        if self.context is None:
+            raise RuntimeError("Episode.start() comes first")
+        if self.done:
+            raise RuntimeError(f"episode {self.key} is over")
+        if self.steps and self.mode.uses_graph and self._acted != self.steps:
+            t = time.perf_counter()
+            self.context = self._context(step)
+            self.context_s += time.perf_counter() - t
+        self._acted = self.steps
+        action = self.policy.act(StepInput(step.observation, self.context.prompt, step.scene, self.info))
+        return np.asarray(action, dtype=np.float64).reshape(-1)
+
+    def observe(self, success: bool, done: bool) -> bool:
+        """The outcome of the step just taken; True when the episode is over (success, done, or the limit)."""
+        self.steps += 1
+        self.success = bool(success)
+        self.done = bool(success or done or self.steps >= self.max_steps)
+        return self.done
+
+    def record(self, **extra: Any) -> EpisodeRecord:
+        """The finished episode's record; `extra` adds runner or backend facts (perturbation_applied, ...)."""
+        ref, budget = self.reference, self.budget
+        return EpisodeRecord(
+            *self.key, success=self.success, steps=self.steps, max_steps=self.max_steps,
+            wall_time_s=round(time.perf_counter() - self._started, 3), task=self.task, prompt=self.start_prompt,
+            view=self.view, graph_source=self.source.name, graph_triplets=len(ref.graph) if ref else 0,
+            triplets_in_prompt=self.context.triplets_in_prompt if self.context else 0,
+            visible_objects=sorted(ref.boxes) if ref else [],
+            context_ms_per_step=round(1000 * self.context_s / max(self.steps - 1, 1), 4),
+            prompt_tokens=budget.tokens if budget else None, prompt_budget=budget.budget if budget else None,
+            triplets_kept=budget.triplets_kept if budget else None,
+            prompt_truncated=budget.truncated if budget else False,
+            failure_reason="" if self.success else "step limit reached",
+            source_stats=self.source.stats(), decision=self.policy.decision(), extra=extra)
+
+    def record_failure(self, error: BaseException, **extra: Any) -> EpisodeRecord:
+        """The record of an episode the machinery failed: no result (see InfrastructureFailure)."""
+        record = self.record(**extra)
+        record.success = False
+        record.failure_reason = ""
+        record.infra_failure = f"{type(error).__name__}: {error}"
+        return record
