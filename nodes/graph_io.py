@@ -1,15 +1,13 @@
-"""What the evaluation nodes (sim_bridge, scene_graph, vla_policy, evaluator, bag_recorder) share: message
-<-> sgvla conversions (simulator state, graphs, images, camera info, stamps). QoS profiles are in
-`sgvla_ros.qos` (named as in the topic table, `sgvla.launch.plan.QOS`), the run loop in `sgvla_ros.runtime`."""
-
-import array
+"""What the nodes share: message <-> sgvla conversions of graphs, images, camera info and stamps (scene and robot
+states, status and records: `sgvla_ros.state_io`). QoS profiles are in `sgvla_ros.qos`, the run loop in
+`sgvla_ros.runtime`."""
 
 import numpy as np
 from builtin_interfaces.msg import Time
 from sensor_msgs.msg import CameraInfo, Image
 
-from sgvla.nodegraph import codec
-from sgvla_interfaces.msg import GraphContext, SceneGraph, SimState, Triplet
+from sgvla.scene_graph import Graph, ViewGraph
+from sgvla_interfaces.msg import GraphContext, SceneGraph, Triplet
 
 
 def stamp(seconds: float) -> Time:
@@ -19,34 +17,6 @@ def stamp(seconds: float) -> Time:
 
 def stamp_key(t: Time) -> int:
     return int(t.sec) * 1_000_000_000 + int(t.nanosec)
-
-
-# -- simulator state ------------------------------------------------------------------------------
-
-def state_to_msg(state, sim_time: float, frame_id: str = "world") -> SimState:
-    """A `sgvla.nodegraph.episode.StepState` as a SimState message (payload bit-exact)."""
-    msg = SimState()
-    msg.header.stamp = stamp(sim_time)
-    msg.header.frame_id = frame_id
-    msg.episode, msg.step, msg.max_steps = int(state.episode), int(state.step), int(state.max_steps)
-    msg.success, msg.done = bool(state.success), bool(state.done)
-    scene = state.scene
-    msg.task, msg.task_language = state.task, scene.task
-    msg.objects = list(scene.objects)
-    msg.positions = array.array("d", np.ascontiguousarray(scene.positions, dtype=np.float64).tobytes())
-    msg.eef_pos = np.asarray(scene.eef_pos, dtype=np.float64)
-    msg.payload_meta, data = codec.encode(state.payload())
-    msg.payload_data = data
-    return msg
-
-
-def positions_of(msg: SimState) -> np.ndarray:
-    return np.frombuffer(msg.positions, dtype=np.float64).reshape(-1, 3)
-
-
-def payload_of(msg: SimState, resolve=True) -> dict:
-    """The decoded payload: scene (SceneState), info, raw observation parts (see StepState.payload)."""
-    return codec.decode(msg.payload_meta, bytes(msg.payload_data), resolve=resolve)
 
 
 # -- graphs ---------------------------------------------------------------------------------------
@@ -72,12 +42,14 @@ def scene_graph_msg(view_graph, header) -> SceneGraph:
     return msg
 
 
-def view_graph_of(msg: GraphContext):
-    from sgvla.nodegraph.episode import view_graph_from_parts
-
+def view_graph_of(msg: GraphContext) -> ViewGraph:
+    """The ViewGraph a GraphContext carries (objects in the original box order)."""
     g = msg.graph
-    return view_graph_from_parts(g.camera, [(t.subject, t.relation, t.object) for t in g.triplets], list(g.objects),
-                                 list(msg.boxes))
+    flat = [int(b) for b in msg.boxes]
+    if len(flat) != 4 * len(g.objects):
+        raise ValueError(f"{len(g.objects)} objects need {4 * len(g.objects)} box values, got {len(flat)}")
+    boxes = {name: tuple(flat[4 * i:4 * i + 4]) for i, name in enumerate(g.objects)}
+    return ViewGraph(g.camera, Graph.of([(t.subject, t.relation, t.object) for t in g.triplets]), boxes)
 
 
 # -- images ---------------------------------------------------------------------------------------

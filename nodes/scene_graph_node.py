@@ -1,10 +1,9 @@
-"""scene_graph: live scene graphs per camera from object states (simulation; images + depth later).
+"""scene_graph: live ground-truth scene graphs per camera from the scene state (simulation; perception later).
 
-For every `sim/state` it computes each camera's ground-truth graph and boxes with the scene-graph core
-(`sgvla.nodegraph.episode.view_graphs`, the computation of `LiberoBackend.ground_truth`) and publishes
-`scene_graph/<camera>` (SceneGraph, source=ground_truth) and `graph_context/<camera>` (GraphContext: graph,
-boxes and the serialized context text, keyed by (episode, step)); with `overlay: true` it draws the graph
-on the camera images (`scene_graph/<camera>/overlay`). It reads the state without importing the simulator.
+For every `sim/scene` it computes each camera's graph and boxes with the scene-graph core (the computation of a
+backend's `ground_truth`) and publishes `scene_graph/<camera>` (SceneGraph, source=ground_truth) and
+`graph_context/<camera>` (GraphContext: graph, boxes and the serialized context text, keyed by (episode, step));
+with `overlay: true` it draws the graph on the camera images (`scene_graph/<camera>/overlay`).
 """
 
 import time
@@ -14,15 +13,15 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
-from sgvla.nodegraph.codec import light_modules
-from sgvla.nodegraph.episode import view_graphs
+from sgvla.core.state import ground_truth_views
 from sgvla.scene_graph import format_prompt_context, load_ontology
-from sgvla_interfaces.msg import GraphContext, SceneGraph, SimState
-from sgvla_ros.graph_io import (
-    image_msg, payload_of, scene_graph_msg, stamp_key, stored_image_of, stored_to_upright, view_graph_to_msg,
-)
+from sgvla_interfaces.msg import GraphContext, SceneGraph
+from sgvla_interfaces.msg import SceneState as SceneStateMsg
+from sgvla_ros.graph_io import image_msg, scene_graph_msg, stamp_key, stored_image_of, stored_to_upright, \
+    view_graph_to_msg
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
+from sgvla_ros.state_io import scene_of
 
 KEEP = 8  # graphs and images kept per camera to pair overlays
 
@@ -43,7 +42,7 @@ class SceneGraphNode(Node):
         self.images: dict[str, OrderedDict] = {}
         for camera in param("cameras"):
             self._pubs(camera)
-        self.create_subscription(SimState, "sim/state", self.on_state, QOS["control"])
+        self.create_subscription(SceneStateMsg, "sim/scene", self.on_scene, QOS["control"])
         self.get_logger().info("ready")
 
     def _pubs(self, camera: str):
@@ -59,10 +58,10 @@ class SceneGraphNode(Node):
             self.graphs[camera], self.images[camera] = OrderedDict(), OrderedDict()
         return self.pubs[camera]
 
-    def on_state(self, msg: SimState):
+    def on_scene(self, msg: SceneStateMsg):
         t = time.perf_counter()
-        scene = payload_of(msg, resolve=light_modules)["scene"]
-        graphs = view_graphs(scene)
+        scene, _ = scene_of(msg)
+        graphs = ground_truth_views(scene)
         compute_ms = 1000 * (time.perf_counter() - t)
         for camera, vg in graphs.items():
             graph_pub, context_pub, _ = self._pubs(camera)

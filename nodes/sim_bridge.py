@@ -1,27 +1,31 @@
-"""sim_bridge: the LIBERO backend on topics (the SO101 twin has its own node, so101_twin, speaking the hardware topics).
+"""sim_bridge: a simulated suite's environment on topics (LIBERO; any suite registered with a backend).
 
-Publishes per control step the privileged state (`sim/state`: SceneState, goal, robot state, success,
-done), camera images with CameraInfo (when the episode renders them), joint states, object states and
-`/clock` (simulation time); subscribes to `action`; serves `reset_episode`. Lock-step (`lockstep: true`):
-the simulator advances only when the action for the current (episode, step) arrives, so a run is as
+Serves `reset_episode` (the suite, its options, task, perturbation and seed: the backend comes from the suite's
+registered config), takes `action`s, and publishes per control step what a robot has: `joint_states`, `eef_pose`
+(forward kinematics), camera images with CameraInfo (when the episode renders them), `task`, `/clock` (simulation
+time); the step's outcome on `sim/status`; and what only a simulator knows, on optional typed topics: the scene
+(`sim/scene`: objects, their geometry, cameras, end effector, the goal) and `objects`. Lock-step (`lockstep:
+true`): the simulator advances only when the action for the current (episode, step) arrives, so a run is as
 deterministic as the in-process loop. Free-running: it steps at `rate_hz` with the latest action.
-The backend is built, reset and stepped by `sgvla.nodegraph.episode.SimSession`.
 """
 
 import numpy as np
-from geometry_msgs.msg import Point, Quaternion, Vector3
+from geometry_msgs.msg import Point, PoseStamped, Quaternion, Vector3
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header, String
 
-from sgvla.nodegraph.episode import HOLD_ACTION, SimSession, SimSettings
 from sgvla.core.state import object_aabbs
-from sgvla_interfaces.msg import Action, ObjectState, ObjectStates, SimState
+from sgvla.eval.suite import SuiteConfig
+from sgvla.nodegraph.environment import EnvironmentSession, EnvironmentSettings
+from sgvla_interfaces.msg import Action, ObjectState, ObjectStates, StepStatus
+from sgvla_interfaces.msg import SceneState as SceneStateMsg
 from sgvla_interfaces.srv import ResetEpisode
-from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, state_to_msg, stored_to_upright
+from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, stored_to_upright
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
+from sgvla_ros.state_io import eef_pose_msg, joint_state_msg, key_values, scene_msg, status_msg, values_of
 
 
 class SimBridge(Node):
@@ -29,22 +33,26 @@ class SimBridge(Node):
         super().__init__("sim_bridge", **kwargs)
         self.declare_parameter("lockstep", True)
         self.declare_parameter("rate_hz", 20.0)  # free-running control steps per second
-        self.declare_parameter("render_profile", "fast")  # when a reset request leaves it empty
-        self.declare_parameter("image_size", 256)  # when a reset request leaves it 0
         self.declare_parameter("render_images", False)  # true: render even when the request does not ask
         self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # camera topics created up front
         self.declare_parameter("frame_id", "world")
-        self.declare_parameter("preload", True)  # import the simulator now, not at the first reset
+        self.declare_parameter("preload", ["sgvla.libero.env"])  # modules imported now, not at the first reset
         param = lambda name: self.get_parameter(name).value  # noqa: E731
-        if param("preload"):
-            import sgvla.libero.env  # noqa: F401
+        import importlib
+
+        import sgvla.plugins  # noqa: F401  (registers the suites)
+        for module in param("preload"):
+            if module:
+                importlib.import_module(module)
         self.lockstep = bool(param("lockstep"))
         self.frame_id = param("frame_id")
-        self.session = SimSession()
+        self.session = EnvironmentSession()
         self.ticks = 0  # control steps since start (settle steps included): simulation time
         self.latest_action: np.ndarray | None = None
-        self.state_pub = self.create_publisher(SimState, "sim/state", QOS["control"])
-        self.joint_pub = self.create_publisher(JointState, "joint_states", QOS["reliable"])
+        self.status_pub = self.create_publisher(StepStatus, "sim/status", QOS["control"])
+        self.scene_pub = self.create_publisher(SceneStateMsg, "sim/scene", QOS["control"])
+        self.joint_pub = self.create_publisher(JointState, "joint_states", QOS["control"])
+        self.eef_pub = self.create_publisher(PoseStamped, "eef_pose", QOS["control"])
         self.objects_pub = self.create_publisher(ObjectStates, "objects", QOS["reliable"])
         self.task_pub = self.create_publisher(String, "task", QOS["latched"])
         self.clock_pub = self.create_publisher(Clock, "/clock", QOS["clock"])
@@ -59,8 +67,6 @@ class SimBridge(Node):
 
     def _camera_pubs(self, camera: str):
         if camera not in self.camera_pubs:
-            from sensor_msgs.msg import CameraInfo, Image
-
             self.camera_pubs[camera] = (
                 self.create_publisher(Image, f"camera/{camera}/image_raw", QOS["frames"]),
                 self.create_publisher(CameraInfo, f"camera/{camera}/camera_info", QOS["frames"]))
@@ -69,24 +75,25 @@ class SimBridge(Node):
     # -- service and subscriptions ----------------------------------------------------------------
 
     def on_reset(self, request: ResetEpisode.Request, response: ResetEpisode.Response):
-        param = lambda name: self.get_parameter(name).value  # noqa: E731
-        settings = SimSettings(int(request.task_id), request.perturbation or "none",
-                               request.render_profile or param("render_profile"),
-                               int(request.image_size) or int(param("image_size")),
-                               bool(request.render_images or param("render_images")))
         try:
+            suite = SuiteConfig.choice(request.suite)(**values_of(request.suite_options))
+            settings = EnvironmentSettings(suite, int(request.task_id), request.perturbation or "none",
+                                           bool(request.render_images or self.get_parameter("render_images").value))
             state = self.session.reset(int(request.episode), settings, int(request.seed), int(request.max_steps))
-        except Exception as exc:  # a bad task or perturbation: the evaluator records the failure
+        except Exception as exc:  # a bad suite, task or perturbation, or a simulator that failed to start
             self.get_logger().error(f"reset of episode {request.episode} failed: {exc!r}")
             response.ok, response.message = False, f"{type(exc).__name__}: {exc}"
             return response
-        self.ticks += self.session.settle_steps + 1
+        backend = self.session.backend
+        self.ticks += backend.settle_steps + 1
         self.latest_action = None
         response.ok = True
         response.task = state.task
-        response.camera_names = list(self.session.cameras)
+        response.camera_names = list(state.observation.images) or list(backend.camera_intrinsics())
         response.max_steps = state.max_steps
-        response.perturbation_applied = self.session.perturbation_applied()
+        facts = {**backend.record_facts(), **suite.record_facts()}
+        response.perturbation_applied = facts.pop("perturbation_applied", "none")
+        response.episode_facts = key_values(facts)
         self.task_pub.publish(String(data=state.task))
         self.publish(state)
         return response
@@ -103,44 +110,46 @@ class SimBridge(Node):
         self.advance(np.asarray(msg.data, dtype=np.float64))
 
     def tick(self):
-        if not self.session.done:
-            self.advance(HOLD_ACTION if self.latest_action is None else self.latest_action)
+        if not self.session.done and self.latest_action is not None:
+            self.advance(self.latest_action)
 
     def advance(self, action: np.ndarray):
-        state = self.session.step(action)
+        try:
+            state = self.session.step(action)
+        except Exception as exc:  # the simulator failed: the episode ends without a result
+            self.get_logger().error(f"episode {self.session.episode}: step failed: {exc!r}")
+            self.session.done = True
+            self.status_pub.publish(StepStatus(header=self.header(), episode=self.session.episode,
+                                               step=self.session.steps, max_steps=self.session.max_steps,
+                                               done=True, error=f"{type(exc).__name__}: {exc}"))
+            return
         self.ticks += 1
         self.publish(state)
 
     # -- publishing -------------------------------------------------------------------------------
 
+    def header(self) -> Header:
+        return Header(stamp=stamp(self.ticks * self.session.backend.control_period_s), frame_id=self.frame_id)
+
     def publish(self, state):
-        t = self.ticks * self.session.control_period_s
-        header = Header(stamp=stamp(t), frame_id=self.frame_id)
+        header = self.header()
         self.clock_pub.publish(Clock(clock=header.stamp))
-        intrinsics = self.session.camera_intrinsics()
+        intrinsics = self.session.backend.camera_intrinsics()
         for camera, stored in state.observation.images.items():
             image_pub, info_pub = self._camera_pubs(camera)
             cam_header = Header(stamp=header.stamp, frame_id=f"{camera}_optical_frame")
             image_pub.publish(image_msg(stored_to_upright(stored), cam_header))
             if camera in intrinsics:
                 info_pub.publish(camera_info_msg(intrinsics[camera], stored.shape[1], stored.shape[0], cam_header))
-        self.publish_joints(state, header)
-        self.publish_objects(state, header)
-        self.state_pub.publish(state_to_msg(state, t, self.frame_id))
+        robot_header = Header(stamp=header.stamp, frame_id="")
+        self.joint_pub.publish(joint_state_msg(state.robot, robot_header))
+        if state.robot.eef_position is not None:
+            self.eef_pub.publish(eef_pose_msg(state.robot, header))
+        self.publish_objects(state.scene, header)
+        self.scene_pub.publish(scene_msg(state.scene, state.info, header, state.episode, state.step))
+        self.status_pub.publish(status_msg(state, header))  # last: its (episode, step) says the rest is out
 
-    def publish_joints(self, state, header):
-        robot = state.observation.raw.get("robot_state")
-        if robot is None:
-            return
-        arm, gripper = self.session.joint_names()
-        msg = JointState(header=Header(stamp=header.stamp, frame_id=""))
-        msg.name = arm + gripper
-        msg.position = [float(x) for x in np.r_[robot["joints"]["pos"], robot["gripper"]["qpos"]]]
-        msg.velocity = [float(x) for x in np.r_[robot["joints"]["vel"], robot["gripper"]["qvel"]]]
-        self.joint_pub.publish(msg)
-
-    def publish_objects(self, state, header):
-        scene = state.scene
+    def publish_objects(self, scene, header):
         centers, halves = object_aabbs(scene)
         msg = ObjectStates(header=header)
         for name, pos, c, h in zip(scene.objects, scene.positions, centers, halves):

@@ -1,251 +1,287 @@
-"""vla_policy: a sgvla policy (scripted expert, prompt-grounded, LeRobot VLAs) on topics.
+"""vla_policy: runs evaluation episodes (the `run_episode` action) with the episode engine, over a robot's topics.
 
-Subscribes to the episode the evaluator runs (`eval/episode`: policy, context mode, view), the simulator
-state (`sim/state`: the task, the robot's joint and end-effector state, and for scripted policies the
-privileged scene), the live graph context of the episode's view (`graph_context/<view>`) and, for learned
-policies, the camera images. Composes the prompt per context mode and steps the policy exactly as the
-in-process loop does (`sgvla.nodegraph.episode.PolicySession`), publishes `action`, the composed `prompt`,
-and at the end of each episode a `policy/report` with the prompt's token budget use and the decision.
-
-Lock-step (`lockstep: true`): acts on step k only with the state, graph (and images) of step k, once.
-Free-running: acts on the newest state with the newest graph it has.
+A goal is an episode spec (policy and options, task, perturbation, context mode, seed, view, suite). The node
+resets the environment (`reset_episode`), then for every step reads what a robot has (`joint_states`, `eef_pose`,
+camera images, for learned policies) and what the policy declares it needs beyond that (the privileged
+`sim/scene` for scripted policies), plus the live graph of the episode's view (`graph_context/<view>`), and
+steps `sgvla.core.episode.Episode`, the engine `sgvla eval` runs in process: the prompt per context mode, the
+policy, the record. It publishes `action`s (keyed by episode and step), the composed `prompt`, feedback per
+step, and returns the record as the action's result. Lock-step (`lockstep: true`): acts on step k only with
+the inputs of step k, once. Free-running: acts on the newest step it has. A component that fails (the
+environment's reset or step, inputs that stop coming) ends the episode with a record marked as an
+infrastructure failure, never as the policy's failure.
 """
 
-import importlib
-import traceback
 from collections import OrderedDict
 
 import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from rclpy.task import Future
+from sensor_msgs.msg import Image, JointState
 
-from sgvla.nodegraph.episode import EpisodeSpec, PolicySession, decision_json, make_policy, raw_observation
-from sgvla.policies.registry import PolicySpec
+import sgvla.plugins  # noqa: F401  (registers suites, policies, context modes, graph sources)
+from sgvla.core.context import ContextMode
+from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure
+from sgvla.core.protocols import Step
+from sgvla.core.state import Observation
+from sgvla.eval.suite import SuiteConfig
+from sgvla.policies.registry import PolicyConfig
 from sgvla.scene_graph import load_ontology
-from sgvla_interfaces.msg import Action, GraphContext, PolicyReport, PromptContext, SimState
-from sgvla_interfaces.msg import EpisodeSpec as EpisodeSpecMsg
-from sgvla_ros.graph_io import payload_of, stamp_key, stored_image_of, view_graph_of
+from sgvla_interfaces.action import RunEpisode
+from sgvla_interfaces.msg import Action, GraphContext, PromptContext, StepStatus
+from sgvla_interfaces.msg import SceneState as SceneStateMsg
+from sgvla_interfaces.srv import ResetEpisode
+from sgvla_ros.graph_io import stamp_key, stored_image_of, view_graph_of
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
+from sgvla_ros.state_io import key_values, record_msg, robot_of, scene_of, values_of
 
 KEEP = 64  # buffered messages per kind
 
 
-def spec_of(msg: EpisodeSpecMsg) -> EpisodeSpec:
-    policy = PolicySpec(type=msg.policy_type, path=msg.policy_path or None, device=msg.policy_device or "cpu",
-                        max_prompt_tokens=None if msg.max_prompt_tokens < 0 else int(msg.max_prompt_tokens),
-                        name=msg.policy or None)
-    return EpisodeSpec(int(msg.episode), policy, msg.policy, int(msg.task_id), msg.perturbation, msg.mode,
-                       int(msg.seed), int(msg.image_size), msg.view, msg.context_style, msg.graph_source)
+class TopicGraphSource:
+    """The live graph as the graph node published it for the current step (`graph_context/<view>`)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.current = None
+
+    def reset(self) -> None:
+        pass  # the node sets `current` before every step the engine takes
+
+    def view_graph(self, view, observation, scene, task):
+        if self.current is None:
+            raise InfrastructureFailure(f"no graph of view {view!r} for this step")
+        return self.current
+
+    def stats(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
 
 
 class VLAPolicy(Node):
     def __init__(self, **kwargs):
         super().__init__("vla_policy", **kwargs)
         self.declare_parameter("lockstep", True)
-        self.declare_parameter("ontology", "libero_spatial")
-        self.declare_parameter("preload", ["sgvla.policies.scripted", "sgvla.libero.expert"])  # modules imported now
+        self.declare_parameter("preload", ["sgvla.libero.expert"])  # modules imported now, not at the first step
         self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # image topics a learned policy reads
+        self.declare_parameter("reset_timeout_s", 900.0)  # a reset may build a simulator
+        self.declare_parameter("step_timeout_s", 120.0)  # no input of the current step for this long: infra failure
         param = lambda name: self.get_parameter(name).value  # noqa: E731
+        import importlib
+
         for module in param("preload"):
             if module:
                 importlib.import_module(module)
         self.lockstep = bool(param("lockstep"))
         self.cameras = [c for c in param("cameras") if c]
-        self.ontology = load_ontology(param("ontology"))
-        self.specs: OrderedDict[int, EpisodeSpec] = OrderedDict()
-        self.states: OrderedDict[tuple[int, int], SimState] = OrderedDict()
-        self.graphs: OrderedDict[tuple[int, int], GraphContext] = OrderedDict()
-        self.images: OrderedDict[int, dict[str, Image]] = OrderedDict()
+        self.inputs: dict[str, OrderedDict] = {k: OrderedDict() for k in ("status", "scene", "joints", "eef", "graph")}
+        self.images: OrderedDict[int, dict[str, Image]] = OrderedDict()  # stamp -> camera -> image
         self.policies: dict = {}
-        self.session: PolicySession | None = None
-        self.finished: set[int] = set()
-        self.last_action: Action | None = None
-        self.last_prompt = None
         self.graph_subs: dict = {}
         self.image_subs: dict = {}
+        self.waiter: Future | None = None
         self.action_pub = self.create_publisher(Action, "action", QOS["control"])
         self.prompt_pub = self.create_publisher(PromptContext, "prompt", QOS["reliable"])
-        self.report_pub = self.create_publisher(PolicyReport, "policy/report", QOS["control"])
-        self.create_subscription(EpisodeSpecMsg, "eval/episode", self.on_spec, QOS["control"])
-        self.create_subscription(SimState, "sim/state", self.on_state, QOS["control"])
+        self.create_subscription(StepStatus, "sim/status", lambda m: self.on_input("status", m), QOS["control"])
+        self.create_subscription(SceneStateMsg, "sim/scene", lambda m: self.on_input("scene", m), QOS["control"])
+        self.create_subscription(JointState, "joint_states", lambda m: self.on_input("joints", m), QOS["control"])
+        self.create_subscription(PoseStamped, "eef_pose", lambda m: self.on_input("eef", m), QOS["control"])
+        self.reset_client = self.create_client(ResetEpisode, "reset_episode")
+        self.server = ActionServer(self, RunEpisode, "run_episode", execute_callback=self.execute,
+                                   goal_callback=self.on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT)
+        self.busy = False
+        self.view = ""
         self.get_logger().info(f"ready ({'lock-step' if self.lockstep else 'free-running'})")
 
     # -- inputs -----------------------------------------------------------------------------------
 
-    def on_spec(self, msg: EpisodeSpecMsg):
-        spec = spec_of(msg)
-        self._keep(self.specs, spec.episode, spec)
-        if spec.view not in self.graph_subs:
-            self.graph_subs[spec.view] = self.create_subscription(
-                GraphContext, f"graph_context/{spec.view}", lambda m, v=spec.view: self.on_graph(v, m), QOS["control"])
-        if spec.needs_images:  # before the reset: frames are not kept for late subscribers
-            self._subscribe_images(self.cameras)
-        self.process()
+    def on_input(self, kind: str, msg) -> None:
+        store = self.inputs[kind]
+        key = (msg.episode, msg.step) if kind in ("status", "scene", "graph") else stamp_key(msg.header.stamp)
+        store[key] = msg
+        while len(store) > KEEP:
+            store.popitem(last=False)
+        self._wake()
 
-    def on_state(self, msg: SimState):
-        key = (msg.episode, msg.step)
-        if msg.episode in self.finished:
-            return
-        if self.last_action is not None and (self.last_action.episode, self.last_action.step) == key:
-            self.action_pub.publish(self.last_action)  # the state came again: the action may have been missed
-            return
-        self._keep(self.states, key, msg)
-        self.process()
-
-    def on_graph(self, view: str, msg: GraphContext):
-        spec = self.specs.get(msg.episode)
-        if spec is None or spec.view == view:
-            self._keep(self.graphs, (msg.episode, msg.step), msg)
-            self.process()
-
-    def on_image(self, camera: str, msg: Image):
+    def on_image(self, camera: str, msg: Image) -> None:
         self.images.setdefault(stamp_key(msg.header.stamp), {})[camera] = msg
         while len(self.images) > KEEP:
             self.images.popitem(last=False)
-        self.process()
+        self._wake()
 
-    @staticmethod
-    def _keep(store: OrderedDict, key, value) -> None:
-        store[key] = value
-        while len(store) > KEEP:
-            store.popitem(last=False)
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(True)
 
-    # -- acting -----------------------------------------------------------------------------------
+    def _subscribe(self, view: str, learned: bool) -> None:
+        if view not in self.graph_subs:
+            self.graph_subs[view] = self.create_subscription(
+                GraphContext, f"graph_context/{view}", lambda m, v=view: self.on_graph(v, m), QOS["control"])
+        if learned:  # before the reset: frames are not kept for late subscribers
+            for camera in self.cameras:
+                if camera not in self.image_subs:
+                    self.image_subs[camera] = self.create_subscription(
+                        Image, f"camera/{camera}/image_raw", lambda m, c=camera: self.on_image(c, m), QOS["frames"])
 
-    def process(self):
-        pending = [k for k in self.states if k[0] not in self.finished and k[0] in self.specs]
-        if not pending:
-            return
-        episode = max(k[0] for k in pending)
-        spec = self.specs[episode]
-        if self.session is None or self.session.spec.episode != episode:
-            if self.session is not None and self.session.spec.episode not in self.finished:
-                self.report(self.session, error="superseded by a newer episode")
-            if not self._start(spec):
-                return
-        session = self.session
-        steps = sorted(s for e, s in self.states if e == episode)
-        if self.lockstep:
-            step = session.steps
-            if step not in steps:
-                return
-        else:
-            step = steps[-1]
-            if step < session.steps:
-                return
-        state = self.states[(episode, step)]
-        if state.done:
-            self.report(session)
-            return
-        graph = self._graph(episode, step, session)
-        if session.needs_graph(step) and graph is None:
-            return
-        payload = payload_of(state)
-        images = None
-        if spec.needs_images and payload["has_pixels"]:
-            images = self._images(state, payload)
-            if images is None:
-                return
+    def on_graph(self, view: str, msg: GraphContext) -> None:
+        if view == self.view:
+            self.on_input("graph", msg)
+
+    async def wait_for(self, ready, what: str, timeout_s: float):
+        """Await until `ready()` returns a value (not None); InfrastructureFailure after `timeout_s`."""
+        deadline = self.get_clock().now().nanoseconds + int(timeout_s * 1e9)
+        while (value := ready()) is None:
+            if self.get_clock().now().nanoseconds > deadline:
+                raise InfrastructureFailure(f"no {what} within {timeout_s:g} s")
+            self.waiter = Future()
+            timer = self.create_timer(0.1, self._wake)
+            try:
+                await self.waiter
+            finally:
+                self.destroy_timer(timer)
+                self.waiter = None
+        return value
+
+    # -- the action -------------------------------------------------------------------------------
+
+    def on_goal(self, goal) -> GoalResponse:
+        return GoalResponse.REJECT if self.busy else GoalResponse.ACCEPT
+
+    def policy(self, goal, suite):
+        options = values_of(goal.policy_options)
+        cache = (goal.policy_type, tuple(sorted(options.items())), suite.type, tuple(sorted(vars(suite).items())))
+        if cache not in self.policies:
+            config = PolicyConfig.choice(goal.policy_type)(**options)
+            env_config = suite.lerobot_env_config() if config.learned else None
+            self.policies[cache] = (config, config.make(ontology=load_ontology(suite.ontology), env_config=env_config))
+        return self.policies[cache]
+
+    async def execute(self, goal_handle):
+        goal = goal_handle.request
+        self.busy = True
+        episode = None
+        facts: dict = {}
         try:
-            vg = view_graph_of(graph) if graph is not None else None
-            observation = raw_observation(payload, images or {})
-            action = session.act(step, state.task, observation, payload["scene"], payload["info"], vg,
-                                 graph.compute_ms / 1000 if graph is not None else 0.0)
-        except Exception as exc:
-            self.get_logger().error(f"episode {episode} step {step}: {exc!r}\n{traceback.format_exc()}")
-            self.report(session, error=f"{type(exc).__name__}: {exc}")
-            return
-        msg = Action(header=state.header, episode=episode, step=step)
-        msg.data = [float(x) for x in action]
-        self.last_action = msg
-        self.action_pub.publish(msg)
-        self._publish_prompt(session, state, step)
-        for key in [k for k in self.states if k[0] == episode and k[1] <= step]:
-            del self.states[key]
+            suite = SuiteConfig.choice(goal.suite)(**values_of(goal.suite_options))
+            config, policy = self.policy(goal, suite)
+            mode = ContextMode.choice(goal.mode)()
+            self.view = goal.view
+            self._subscribe(goal.view, config.learned)
+            key = EpisodeKey(goal.policy, int(goal.task_id), goal.perturbation, goal.mode, int(goal.seed))
+            source = TopicGraphSource(goal.graph_source)
+            response = await self.reset(goal, suite)
+            facts = {"perturbation_applied": response.perturbation_applied, **values_of(response.episode_facts)}
+            info = {"pick_place": suite.controller_factory()}
+            episode = Episode(key, policy, mode, source, load_ontology(suite.ontology), view=goal.view,
+                              max_steps=int(response.max_steps), style=goal.context_style, info=info)
+            await self.run(goal, goal_handle, episode, suite, config, response)
+            record = episode.record(**facts)
+        except InfrastructureFailure as exc:
+            self.get_logger().error(f"episode {goal.episode}: {exc}")
+            record = (episode.record_failure(exc, **facts) if episode is not None
+                      else self._failed(goal, exc, facts))
+        except Exception as exc:  # a bad spec or a policy that raised: the episode has no result either
+            self.get_logger().error(f"episode {goal.episode}: {type(exc).__name__}: {exc}")
+            record = (episode.record_failure(exc, **facts) if episode is not None
+                      else self._failed(goal, exc, facts))
+        finally:
+            self.busy = False
+        goal_handle.succeed()
+        return RunEpisode.Result(record=record_msg(record))
 
-    def _start(self, spec: EpisodeSpec) -> bool:
-        try:
-            if spec.graph_source != "ground_truth":
-                raise ValueError(f"graph_source {spec.graph_source!r} is not served over topics")
-            if spec.policy_name not in self.policies:
-                self.policies[spec.policy_name] = make_policy(spec.policy, self.ontology, spec.image_size)
-        except Exception as exc:
-            self.get_logger().error(f"episode {spec.episode}: cannot make policy {spec.policy_name}: {exc!r}")
-            self.session = PolicySession(spec, None, self.ontology)
-            self.report(self.session, error=f"{type(exc).__name__}: {exc}")
-            return False
-        self.session = PolicySession(spec, self.policies[spec.policy_name], self.ontology)
-        self.last_prompt = None
-        return True
+    def _failed(self, goal, exc, facts):
+        from sgvla.core.episode import EpisodeRecord
 
-    def _graph(self, episode: int, step: int, session: PolicySession) -> GraphContext | None:
-        if self.lockstep or step == 0:
-            return self.graphs.get((episode, step))
-        steps = [s for e, s in self.graphs if e == episode and s <= step]
-        return self.graphs[(episode, max(steps))] if steps else None
+        return EpisodeRecord(goal.policy, int(goal.task_id), goal.perturbation, goal.mode, int(goal.seed),
+                             success=False, steps=0, max_steps=int(goal.max_steps), wall_time_s=0.0, view=goal.view,
+                             graph_source=goal.graph_source, infra_failure=f"{type(exc).__name__}: {exc}",
+                             extra=facts)
 
-    def _images(self, state: SimState, payload) -> dict[str, np.ndarray] | None:
-        cameras = list(payload["pixel_keys"])
-        self._subscribe_images(cameras)
-        if self.lockstep:
-            frames = self.images.get(stamp_key(state.header.stamp), {})
-        else:
-            frames = {}
-            for key in sorted(self.images, reverse=True):
-                for camera, msg in self.images[key].items():
-                    frames.setdefault(camera, msg)
-        if not all(c in frames for c in cameras):
+    async def reset(self, goal, suite):
+        if not self.reset_client.wait_for_service(timeout_sec=0.0):
+            await self.wait_for(lambda: True if self.reset_client.service_is_ready() else None,
+                                "reset_episode service", self.get_parameter("reset_timeout_s").value)
+        request = ResetEpisode.Request(episode=goal.episode, suite=goal.suite, suite_options=goal.suite_options,
+                                       task_id=goal.task_id, perturbation=goal.perturbation, seed=goal.seed,
+                                       max_steps=goal.max_steps, render_images=goal.render_images)
+        future = self.reset_client.call_async(request)
+        response = await self.wait_for(lambda: future.result() if future.done() else None, "reset",
+                                       self.get_parameter("reset_timeout_s").value)
+        if not response.ok:
+            raise InfrastructureFailure(f"reset failed: {response.message}")
+        return response
+
+    def step_inputs(self, goal, config, suite, cameras, step: int):
+        """The inputs of (episode, step) once all have arrived, else None."""
+        e = goal.episode
+        status = self.inputs["status"].get((e, step))
+        if status is None:
             return None
-        return {c: stored_image_of(frames[c]) for c in cameras}
+        if status.error:
+            raise InfrastructureFailure(f"the environment failed at step {step}: {status.error}")
+        if status.done and step > 0:
+            return status, None, None, None
+        graph = self.inputs["graph"].get((e, step))
+        scene = self.inputs["scene"].get((e, step)) if config.needs_scene else True
+        if graph is None or scene is None:
+            return None
+        observation = Observation({}, {}, {}, status.task)
+        if config.learned:
+            stamp = stamp_key(status.header.stamp)
+            frames, joints = self.images.get(stamp, {}), self.inputs["joints"].get(stamp)
+            if joints is None or any(c not in frames for c in cameras):
+                return None
+            images = {c: stored_image_of(frames[c]) for c in cameras}
+            raw = suite.observation(robot_of(joints, self.inputs["eef"].get(stamp)), images)
+            observation = Observation({}, images, raw, status.task)
+        return status, scene, graph, observation
 
-    def _subscribe_images(self, cameras: list[str]) -> None:
-        for camera in cameras:
-            if camera not in self.image_subs:
-                qos = QOS["frames"] if self.lockstep else QOS["sensor"]
-                self.image_subs[camera] = self.create_subscription(
-                    Image, f"camera/{camera}/image_raw", lambda m, c=camera: self.on_image(c, m), qos)
+    async def run(self, goal, goal_handle, episode, suite, config, response):
+        timeout = self.get_parameter("step_timeout_s").value
+        cameras = [c for c in response.camera_names if c in self.cameras] if config.learned else []
+        step = 0
+        while True:
+            status, scene_msg, graph, observation = await self.wait_for(
+                lambda s=step: self.step_inputs(goal, config, suite, cameras, s), f"input of step {step}", timeout)
+            if not self.lockstep:  # act on the newest step that has arrived
+                newest = max((s for e, s in self.inputs["status"] if e == goal.episode), default=step)
+                for skipped in range(step + 1, newest + 1):
+                    later = self.step_inputs(goal, config, suite, cameras, skipped)
+                    if later is None:
+                        break
+                    episode.observe(False, False)
+                    step, (status, scene_msg, graph, observation) = skipped, later
+            if step > 0 and episode.observe(status.success, status.done):
+                return
+            scene, facts = scene_of(scene_msg) if config.needs_scene else (None, {})
+            episode.info.update(facts)
+            episode.source.current = view_graph_of(graph)
+            if step == 0:
+                episode.start(status.task, Step(observation, scene), reference=episode.source.current)
+            action = episode.act(Step(observation, scene))
+            msg = Action(episode=goal.episode, step=step, data=action)
+            msg.header.stamp = status.header.stamp
+            self.action_pub.publish(msg)
+            self.publish_prompt(goal, episode, step)
+            goal_handle.publish_feedback(RunEpisode.Feedback(step=step, success=False,
+                                                             context_ms=1000 * episode.context_s))
+            step += 1
 
-    # -- outputs ----------------------------------------------------------------------------------
-
-    def _publish_prompt(self, session: PolicySession, state: SimState, step: int):
-        context = session.context
-        if context is None or context.prompt == self.last_prompt:
+    def publish_prompt(self, goal, episode, step):
+        prompt = episode.context.prompt
+        if prompt == getattr(self, "_last_prompt", None):
             return
-        self.last_prompt = context.prompt
-        task = state.task
-        block = context.prompt[len(task) + 1:] if context.prompt.startswith(task + "\n") else ""
-        self.prompt_pub.publish(PromptContext(
-            header=state.header, task=task, mode=session.spec.mode, context=block, prompt=context.prompt,
-            episode=session.spec.episode, step=step, view=session.spec.view,
-            triplets_in_prompt=context.triplets_in_prompt))
-
-    def report(self, session: PolicySession, error: str = ""):
-        spec = session.spec
-        self.finished.add(spec.episode)
-        msg = PolicyReport(episode=spec.episode, policy=spec.policy_name, mode=spec.mode, error=error)
+        self._last_prompt = prompt
+        msg = PromptContext(task=episode.task, mode=goal.mode, context=prompt[len(episode.task):].lstrip("\n"),
+                            prompt=prompt, episode=goal.episode, step=step, view=goal.view,
+                            triplets_in_prompt=episode.context.triplets_in_prompt)
         msg.header.stamp = self.get_clock().now().to_msg()
-        if session.policy is not None and not error:
-            r = session.report()
-            budget = r["budget"]
-            msg.steps_acted = r["steps_acted"]
-            msg.prompt = r["prompt"]
-            msg.has_budget = budget is not None
-            if budget is not None:
-                msg.prompt_tokens = int(budget.tokens)
-                msg.prompt_budget = -1 if budget.budget is None else int(budget.budget)
-                msg.triplets_total = int(budget.triplets_total)
-                msg.triplets_kept = int(budget.triplets_kept)
-                msg.prompt_truncated = bool(budget.truncated)
-            msg.triplets_in_prompt = int(r["triplets_in_prompt"])
-            msg.graph_triplets = int(r["graph_triplets"])
-            msg.visible_objects = list(r["visible_objects"])
-            msg.context_ms_per_step = 1000 * r["context_s"] / max(r["steps_acted"] - 1, 1)
-            msg.decision_json = decision_json(r["decision"])
-        self.report_pub.publish(msg)
-        for store in (self.states, self.graphs):
-            for key in [k for k in store if k[0] <= spec.episode]:
-                del store[key]
+        self.prompt_pub.publish(msg)
 
 
 def main(args=None):

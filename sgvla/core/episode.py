@@ -148,7 +148,6 @@ class Episode:
         """Begin: the reference graph of the first frame (for the record), the first context, the policy's reset.
         `reference` is the ground-truth view graph where one is known (its size and visible objects are recorded;
         a VLM source's graph is not a reference)."""
-        self._started = time.perf_counter()
         self.task, self.reference = task, reference
         self.source.reset()
         self.context = self._context(step)
@@ -167,7 +166,7 @@ class Episode:
             self.context = self._context(step)
             self.context_s += time.perf_counter() - t
         self._acted = self.steps
-        action = self.policy.act(StepInput(step.observation, self.context.prompt, step.scene, self.info))
+        action = self.policy.act(StepInput(step.observation.raw, self.context.prompt, step.scene, self.info))
         return np.asarray(action, dtype=np.float64).reshape(-1)
 
     def observe(self, success: bool, done: bool) -> bool:

@@ -18,10 +18,10 @@ from sgvla.scene_graph import ViewGraph
 
 @dataclass(frozen=True)
 class Step:
-    """What a policy may read at one step: the observation (as the robot or simulator gives it), the camera
-    images, and the privileged scene (None where nothing knows it: the physical arm without perception)."""
+    """What a step offers: the observation (camera images, and the raw observation policies act on) and the
+    privileged scene (None where nothing knows it: the physical arm without perception)."""
 
-    observation: Any  # sgvla.core.state.Observation, or a raw mapping for policies that read only that
+    observation: Any  # sgvla.core.state.Observation
     scene: Any = None  # sgvla.core.state.SceneState
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sgvla.scene_graph import Camera, GeomBatch
+from sgvla.scene_graph import Camera, GeomBatch, ViewGraph, ground_truth_batch
 
 @dataclass(frozen=True, eq=False)
 class Boxes:
@@ -47,6 +47,23 @@ class Observation:
     images: dict[str, np.ndarray]
     raw: dict[str, Any]
     task: str
+
+
+@dataclass(frozen=True, eq=False)
+class RobotState:
+    """What a robot reports of itself, as a joint state topic and forward kinematics give it: every joint by name
+    (arm and gripper, radians or metres) and, where known, its end effector (position, quaternion x y z w)."""
+
+    names: tuple[str, ...]
+    positions: np.ndarray
+    velocities: np.ndarray
+    eef_position: np.ndarray | None = None
+    eef_quaternion: np.ndarray | None = None
+
+    def of(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, velocities) of `names`, in that order."""
+        index = [self.names.index(n) for n in names]
+        return np.asarray(self.positions)[index], np.asarray(self.velocities)[index]
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,3 +109,10 @@ def box_to_policy_frame(box: Sequence[int], width: int, height: int) -> tuple[in
     x1, y1, x2, y2 = (int(c) for c in box)
     return width - x2, height - y2, width - x1, height - y1
 
+
+def ground_truth_views(scene: SceneState, views: Sequence[str] | None = None) -> dict[str, ViewGraph]:
+    """Ground-truth graph and boxes (stored image convention) per camera of the scene (default: all of its
+    cameras): the paper's projection and relation rules applied to one instant."""
+    cameras = scene.cameras if views is None else {v: scene.cameras[v] for v in views}
+    batch = ground_truth_batch(scene.objects, scene.geoms, scene.positions[None], cameras, scene.task)
+    return {view: graphs.frame(0) for view, graphs in batch.items()}

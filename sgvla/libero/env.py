@@ -27,6 +27,7 @@ and seeds perturbation jitter, so a seed always gives the same scene.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from sgvla.scene_graph import ViewGraph, ground_truth_batch
+from sgvla.scene_graph import ViewGraph
 from sgvla.libero.setup import prepare_libero
 from sgvla.libero.perturbations import (
     PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations, table_bounds,
 )
 from sgvla.libero.render import RenderProfile, render_profile
-from sgvla.core.state import Observation, SceneState
+from sgvla.core.state import Observation, RobotState, SceneState, ground_truth_views
 from sgvla.sim.mujoco_state import (
     CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
     obstacle_boxes, obstacle_index, project_state, state_layout,
@@ -198,6 +199,7 @@ class LiberoBackend:
         self.max_steps = config.max_steps
         self.steps = 0
         self._rig: CameraRig | None = None
+        self._last: dict[str, Any] | None = None  # the last raw observation
 
     @property
     def task(self) -> str:
@@ -226,6 +228,7 @@ class LiberoBackend:
         return self._observation(raw), success, success or self.steps >= self.max_steps
 
     def _observation(self, raw: dict[str, Any]) -> Observation:
+        self._last = raw
         policy = preprocess_observation(_batched(raw))
         policy["task"] = [self.task]
         policy = self.env_preprocessor(policy)
@@ -261,9 +264,36 @@ class LiberoBackend:
             if missing:
                 rig = CameraRig(self.sim.model._model, missing, self.config.image_size, self.config.image_size)
                 cameras = {**cameras, **rig.cameras(self.sim.data._data)}
-            cameras = {v: cameras[v] for v in views}
-        batch = ground_truth_batch(scene.objects, scene.geoms, scene.positions[None], cameras, scene.task)
-        return {view: graphs.frame(0) for view, graphs in batch.items()}
+            scene = dataclasses.replace(scene, cameras={v: cameras[v] for v in views})
+        return ground_truth_views(scene)
+
+    def robot_state(self) -> RobotState:
+        """The Panda's joints (arm, then fingers) and end effector, as its joint state and kinematics report them."""
+        if self._last is None:
+            raise RuntimeError("call reset(seed) before robot_state()")
+        robot = self.env._env.robots[0]
+        state = self._last["robot_state"]
+        names = (*robot.robot_joints, *getattr(robot.gripper, "joints", []))
+        return RobotState(tuple(names), np.r_[state["joints"]["pos"], state["gripper"]["qpos"]],
+                          np.r_[state["joints"]["vel"], state["gripper"]["qvel"]],
+                          np.asarray(state["eef"]["pos"]), np.asarray(state["eef"]["quat"]))
+
+    def camera_intrinsics(self) -> dict[str, np.ndarray]:
+        """K per observed camera at the rendered image size."""
+        return {} if self._rig is None else {cam: self._rig.intrinsics(cam) for cam in self._rig.names}
+
+    @property
+    def control_period_s(self) -> float:
+        return 1.0 / float(self.env.control_freq)
+
+    @property
+    def settle_steps(self) -> int:
+        """Simulator steps every reset takes before the first observation (LeRobot's num_steps_wait)."""
+        return int(self.config.settle_steps)
+
+    def record_facts(self) -> dict[str, Any]:
+        """What every record of this task states about how it ran: the perturbation as applied."""
+        return {"perturbation_applied": self.perturbation.describe()}
 
     def episode_info(self) -> dict[str, Any]:
         """The task's goal (target, place) and the table's centre, for scripted policies."""

@@ -85,6 +85,15 @@ class TaskPerturbation:
     poses: tuple[PoseOp, ...] = ()
     settle_steps: int = DEFAULT_SETTLE_STEPS
 
+    def describe(self) -> str:
+        """A one-line summary for the episode record."""
+        parts = [f"remove {','.join(self.remove)}"] if self.remove else []
+        parts += [f"prompt '{self.prompt}'"] if self.prompt else []
+        parts += [f"cameras {','.join(self.cameras)}"] if self.cameras else []
+        parts += [f"{type(op).__name__.lower()} {op.a}<->{op.b}" if hasattr(op, "b")
+                  else f"move {op.object} by {list(op.by)}" for op in self.poses]
+        return "; ".join(parts) or "none"
+
 
 @dataclass(frozen=True, eq=False)
 class PerturbationSet:

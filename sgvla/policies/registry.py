@@ -1,60 +1,97 @@
-"""Policies by name: a `PolicySpec` names a type, `make_policy_from_spec` builds it from the registry.
+"""Policies by registered config: a plan names a policy type and its options; `PolicyConfig.make` builds it.
 
-A factory takes the spec plus keyword context from the evaluation (LeRobot policies read `env_cfg`;
-scripted policies may read others) and returns a `Policy`. Register new types with
-`@register_policy("name")`. Importing this module is cheap: LeRobot loads only when a LeRobot
-policy is made.
+    policies: [{type: prompt_grounded}, {type: smolvla, path: lerobot/smolvla_libero, device: cuda}]
+
+A new policy type is one config class registered with ``@PolicyConfig.register("name")`` whose ``make`` returns
+a `Policy` (sgvla.core.protocols). Importing this module is cheap: LeRobot loads only when a LeRobot policy is
+made. Scripted policies register in ``sgvla.policies.scripted``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from sgvla.core.protocols import Policy
+from sgvla.core.registry import Choice
+from sgvla.scene_graph import Ontology
 
 
 @dataclass
-class PolicySpec:
-    type: str  # a POLICY_REGISTRY key, e.g. "pi05"
-    path: str | None = None  # hub id or local directory, for learned policies
+class PolicyConfig(Choice, kind="policy"):
+    name: str | None = None  # shown in reports and episode keys; defaults per policy type
+
+    learned: ClassVar[bool] = False  # reads camera images and the robot state (a LeRobot checkpoint)
+    needs_scene: ClassVar[bool] = False  # reads the privileged scene (scripted policies)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.type
+
+    def make(self, *, ontology: Ontology, env_config: Any = None) -> Policy:
+        """The policy; `env_config` is the embodiment's LeRobot env config (learned policies' processors)."""
+        raise NotImplementedError
+
+
+@dataclass
+class LeRobotPolicyConfig(PolicyConfig):
+    """A LeRobot checkpoint (hub id or directory); its config must hold `checkpoint_type` unless that is None."""
+
+    path: str = ""
     device: str = "cpu"
     max_prompt_tokens: int | None = None  # overrides the tokenizer's max length (an experiment; see LeRobotPolicy)
-    name: str | None = None  # shown in reports; defaults per policy type
+
+    learned: ClassVar[bool] = True
+    checkpoint_type: ClassVar[str | None] = None
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise ValueError(f"policy type {self.type!r} needs a path: a hub id (owner/name) or a local directory")
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
+            raise ValueError(f"max_prompt_tokens must be >= 1 (or unset), got {self.max_prompt_tokens}")
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"{self.type}:{Path(self.path).name}"
+
+    def make(self, *, ontology: Ontology, env_config: Any = None) -> Policy:
+        from sgvla.policies.lerobot_vla import LeRobotPolicy
+
+        return LeRobotPolicy(self.path, device=self.device, max_prompt_tokens=self.max_prompt_tokens,
+                             name=self.name, env_cfg=env_config, policy_type=self.checkpoint_type)
 
 
-PolicyFactory = Callable[..., Policy]
-POLICY_REGISTRY: dict[str, PolicyFactory] = {}
-
-# The checkpoint's config.json names its LeRobot type; these names check it. "lerobot" takes any type.
-LEROBOT_TYPES = ("act", "smolvla", "pi0", "pi05")
-
-
-def register_policy(*types: str) -> Callable[[PolicyFactory], PolicyFactory]:
-    def register(factory: PolicyFactory) -> PolicyFactory:
-        for name in types:
-            if name in POLICY_REGISTRY:
-                raise ValueError(f"policy type {name!r} is already registered")
-            POLICY_REGISTRY[name] = factory
-        return factory
-
-    return register
+@PolicyConfig.register("act")
+@dataclass
+class ACTConfig(LeRobotPolicyConfig):
+    checkpoint_type: ClassVar[str | None] = "act"
 
 
-def make_policy_from_spec(spec: PolicySpec, **context: Any) -> Policy:
-    factory = POLICY_REGISTRY.get(spec.type)
-    if factory is None:
-        raise ValueError(f"unknown policy type {spec.type!r}; known types: {', '.join(sorted(POLICY_REGISTRY))}")
-    return factory(spec, **context)
+@PolicyConfig.register("smolvla")
+@dataclass
+class SmolVLAConfig(LeRobotPolicyConfig):
+    checkpoint_type: ClassVar[str | None] = "smolvla"
 
 
-@register_policy(*LEROBOT_TYPES, "lerobot")
-def make_lerobot_policy(spec: PolicySpec, *, env_cfg: Any = None, **_context: Any) -> Policy:
-    """A LeRobot checkpoint; the spec's type must match its config unless the type is "lerobot"."""
-    if not spec.path:
-        raise ValueError(f"policy type {spec.type!r} needs a path: a hub id (owner/name) or a local directory")
-    from sgvla.policies.lerobot_vla import LeRobotPolicy
+@PolicyConfig.register("pi0")
+@dataclass
+class Pi0Config(LeRobotPolicyConfig):
+    checkpoint_type: ClassVar[str | None] = "pi0"
 
-    return LeRobotPolicy(spec.path, device=spec.device, max_prompt_tokens=spec.max_prompt_tokens, name=spec.name,
-                         env_cfg=env_cfg, policy_type=None if spec.type == "lerobot" else spec.type)
+
+@PolicyConfig.register("pi05")
+@dataclass
+class Pi05Config(LeRobotPolicyConfig):
+    checkpoint_type: ClassVar[str | None] = "pi05"
+
+
+@PolicyConfig.register("lerobot")
+@dataclass
+class AnyLeRobotConfig(LeRobotPolicyConfig):
+    """Any LeRobot policy type: the checkpoint's config says which."""
+
+
+def policy_config(type: str, **options: Any) -> PolicyConfig:
+    """A registered policy config by type name (a clear error listing the types otherwise)."""
+    return PolicyConfig.choice(type)(**options)

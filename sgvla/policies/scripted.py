@@ -10,14 +10,15 @@ it. Both read `StepInput.info["goal"]` = (target, place) and `info["table_center
 """
 
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from sgvla.core.protocols import PromptBudget, StepInput
 from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, split_prompt
-from sgvla.policies.registry import PolicySpec, register_policy
-from sgvla.scene_graph import Ontology, load_ontology
+from sgvla.policies.registry import PolicyConfig
+from sgvla.scene_graph import Ontology
 from sgvla.core.state import object_aabbs
 
 
@@ -112,11 +113,19 @@ class PromptGroundedPolicy:
                 "grounding_correct": self.target == self.ontology.manipulated}
 
 
-@register_policy("expert")
-def make_expert(spec: PolicySpec, **_context: Any) -> ExpertPolicy:
-    return ExpertPolicy(spec.name or "expert")
+@PolicyConfig.register("expert")
+@dataclass
+class ExpertConfig(PolicyConfig):
+    needs_scene: ClassVar[bool] = True
+
+    def make(self, *, ontology: Ontology, env_config: Any = None) -> ExpertPolicy:
+        return ExpertPolicy(self.display_name)
 
 
-@register_policy("prompt_grounded")
-def make_prompt_grounded(spec: PolicySpec, *, ontology: Ontology | None = None, **_context: Any) -> PromptGroundedPolicy:
-    return PromptGroundedPolicy(ontology or load_ontology("libero_spatial"), spec.name or "prompt_grounded")
+@PolicyConfig.register("prompt_grounded")
+@dataclass
+class PromptGroundedConfig(PolicyConfig):
+    needs_scene: ClassVar[bool] = True
+
+    def make(self, *, ontology: Ontology, env_config: Any = None) -> PromptGroundedPolicy:
+        return PromptGroundedPolicy(ontology, self.display_name)

@@ -23,7 +23,7 @@ LAYERS = [
     ("services", ("sgvla.policies", "sgvla.vlm", "sgvla.sim")),
     ("evaluation", ("sgvla.eval",)),
     ("embodiments", ("sgvla.libero", "sgvla.so101")),
-    ("node logic", ("sgvla.nodegraph", "sgvla.launch")),
+    ("node logic", ("sgvla.nodegraph", "sgvla.launch", "sgvla.plugins")),
     ("cli", ("sgvla.cli",)),
 ]
 # Within a layer, packages that must not know each other (embodiments are independent; the twin stands on the arm).

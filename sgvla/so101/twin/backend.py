@@ -15,7 +15,7 @@ import numpy as np
 
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.scene_graph import ViewGraph
-from sgvla.core.state import Observation, SceneState
+from sgvla.core.state import Observation, RobotState, SceneState
 from sgvla.so101.twin.config import BOWL, DEFAULT_CONFIG, load_twin_config
 from sgvla.so101.twin.pick_place import TwinPickPlace
 from sgvla.so101.twin.twin import So101Twin
@@ -66,6 +66,26 @@ class TwinBackend:
 
     def ground_truth(self, views: Sequence[str] | None = None, scene: SceneState | None = None) -> dict[str, ViewGraph]:
         return self.twin.ground_truth(views, scene)
+
+    def robot_state(self) -> RobotState:
+        """The six joints (radians, URDF names) as the arm's joint_states report them; no end effector pose."""
+        positions = self.twin.joint_positions()
+        velocities = self.twin.joint_velocities()
+        return RobotState(tuple(JOINTS), np.array([positions[j] for j in JOINTS]),
+                          np.array([velocities[j] for j in JOINTS]))
+
+    def camera_intrinsics(self) -> dict[str, np.ndarray]:
+        config = self.twin.config
+        return {cam: self.twin.intrinsics(cam, config.image_width, config.image_height) for cam in self.twin.cameras}
+
+    @property
+    def control_period_s(self) -> float:
+        return float(self.twin.control_period)
+
+    settle_steps = 0  # a reset settles the scene before the first observation, off the clock
+
+    def record_facts(self) -> dict[str, Any]:
+        return {"perturbation_applied": "none"}
 
     def episode_info(self) -> dict[str, Any]:
         config = self.twin.config

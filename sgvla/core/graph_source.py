@@ -1,0 +1,53 @@
+"""Where an episode's live scene graph comes from: registered graph sources.
+
+A source turns the current step into the `ViewGraph` (triplets, and boxes where it knows them) of a camera view;
+the episode engine asks it every step of a mode that reads the graph. ``ground_truth`` reads the backend's
+geometry (the paper's live context); ``vlm`` (sgvla.vlm.source) asks a VLM about the camera image; a source that
+cannot give a graph raises `InfrastructureFailure`, so its failure is never counted as the policy's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from sgvla.core.protocols import Backend, GraphSource
+from sgvla.core.registry import Choice
+from sgvla.scene_graph import Ontology, ViewGraph
+
+
+@dataclass
+class GraphSourceConfig(Choice, kind="graph source"):
+    gives_boxes: ClassVar[bool] = True  # boxes of the visible objects (the bounding-box context modes need them)
+    reads_images: ClassVar[bool] = False  # needs camera images rendered
+
+    def make(self, backend: Backend, ontology: Ontology) -> GraphSource:
+        raise NotImplementedError
+
+
+class GroundTruthSource:
+    """Graphs and boxes computed from the backend's geometry."""
+
+    name = "ground_truth"
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    def reset(self) -> None:
+        pass
+
+    def view_graph(self, view: str, observation: Any, scene: Any, task: str) -> ViewGraph:
+        return self.backend.ground_truth([view], scene=scene)[view]
+
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+@GraphSourceConfig.register("ground_truth")
+@dataclass
+class GroundTruthConfig(GraphSourceConfig):
+    def make(self, backend: Backend, ontology: Ontology) -> GroundTruthSource:
+        return GroundTruthSource(backend)

@@ -1,0 +1,63 @@
+"""Task suites: what an evaluation plan runs its episodes on, one registered choice per embodiment's suite.
+
+A suite knows its task ids, the ontology its objects are named in, the camera views a graph can describe, the
+perturbations it understands, its step limit, and how to build the backend of one task; the runner and the ROS
+environment node ask the plan's suite and never test which suite it is. Suites register in their embodiment's
+package (``sgvla.libero.suite``, ``sgvla.so101.twin.suite``); ``sgvla.plugins`` imports them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from sgvla.core.protocols import Backend
+from sgvla.core.registry import Choice
+from sgvla.core.state import RobotState
+
+
+@dataclass
+class SuiteConfig(Choice, kind="suite"):
+    """Base of the registered suites; options are the subclass's fields (e.g. LIBERO's render profile)."""
+
+    tasks: ClassVar[tuple[int, ...]] = ()
+    ontology: ClassVar[str] = ""
+    views: ClassVar[tuple[str, ...]] = ()  # cameras a plan may take the graph of
+    learned_policies: ClassVar[bool] = True  # whether LeRobot checkpoints can act on it
+    image_graph_sources: ClassVar[bool] = True  # whether graph sources that look at images (VLM) work on it
+
+    def perturbations(self) -> list[str] | None:
+        """The perturbation names this suite understands; None: any file of config/perturbations."""
+        return None
+
+    def check_perturbations(self, name: str) -> None:
+        """Fail (ValueError naming the valid ones) unless `name` is a perturbation this suite can apply."""
+        valid = self.perturbations()
+        if valid is not None and name not in valid:
+            raise ValueError(f"perturbations {name!r} are not supported by the {self.type} suite; it supports {valid}")
+
+    def make_backend(self, task_id: int, perturbation: str, render_images: bool) -> Backend:
+        raise NotImplementedError
+
+    def record_facts(self) -> dict[str, Any]:
+        """Settings every episode record of this suite carries (e.g. the render profile)."""
+        return {}
+
+    def observation(self, robot: RobotState, images: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """The raw observation a backend of this suite returns, rebuilt from what a robot publishes (joint states,
+        end effector, camera images in the backend's convention, in its camera order): what learned policies read
+        when they run over topics."""
+        raise NotImplementedError(f"the {self.type} suite cannot feed policies from topics")
+
+    def controller_factory(self) -> Callable[[str, str], Any] | None:
+        """The pick-and-place controller scripted policies drive, where it needs no simulator handle (so a policy
+        node can make it from topics); None otherwise."""
+        return None
+
+    def lerobot_env_config(self) -> Any:
+        """LeRobot's env config for learned policies on this suite (their processors read it); None: none."""
+        return None

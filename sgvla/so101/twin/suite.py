@@ -1,0 +1,46 @@
+"""The SO101 twin suite: the real tabletop's five tasks in MuJoCo (config/twin/so101_tabletop.yaml)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sgvla.core.state import RobotState
+
+from sgvla.eval.suite import SuiteConfig
+from sgvla.so101.twin.scene import AGENTVIEW, WRIST
+
+
+@SuiteConfig.register("so101_twin")
+@dataclass
+class So101TwinSuite(SuiteConfig):
+    """Option: ``image_size`` (square images instead of the twin config's camera size; None keeps it)."""
+
+    image_size: int | None = None
+
+    tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
+    ontology: ClassVar[str] = "so101_tabletop"
+    views: ClassVar[tuple[str, ...]] = (AGENTVIEW, WRIST)
+    learned_policies: ClassVar[bool] = False  # no checkpoint is trained on the twin yet
+    image_graph_sources: ClassVar[bool] = False  # ground-truth boxes are upright; VLM graphs come with issue 15
+
+    def __post_init__(self) -> None:
+        if self.image_size is not None and not 32 <= self.image_size <= 1024:
+            raise ValueError(f"image_size must be within 32..1024 pixels, got {self.image_size}")
+
+    def perturbations(self) -> list[str]:
+        return ["none"]
+
+    def make_backend(self, task_id: int, perturbation: str, render_images: bool):
+        from sgvla.so101.twin.backend import TwinBackend
+
+        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images)
+
+    def observation(self, robot: RobotState, images: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """The twin backend's raw observation: joint positions (JOINTS order) and the upright camera images."""
+        from sgvla.so101.hardware.joints import JOINTS
+
+        return {"agent_pos": robot.of(JOINTS)[0], "pixels": dict(images)}
