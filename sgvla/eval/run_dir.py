@@ -7,8 +7,8 @@
 2. It compares the plan stored in the folder (``config.yaml``, and ``vlm_client.yaml`` for VLM graphs)
    with the new one in every setting that can change an outcome or the table, and refuses with each
    difference (old -> new): resuming must not mix two plans in one table. Settings in `HARMLESS` may
-   differ. ``new_run=True`` starts a new run in the folder instead: the previous run's files move to
-   ``superseded/<time>/`` (nothing is deleted).
+   differ. ``new_run=True`` starts a new run in the folder instead, whatever its plan: the previous
+   run's files move to ``superseded/<time>/`` (nothing is deleted).
 3. It writes the plan and opens the records (`sgvla.eval.results`).
 
 Problems are `RunDirError`s whose message names the folder and what to do.
@@ -148,11 +148,13 @@ def _lock(path: Path) -> int:
 
 
 def _check_plan(path: Path, cfg: EvalConfig, new_run: bool) -> Path | None:
-    """Refuse a plan that differs from the folder's (or move the old run aside); returns where it went."""
+    """Refuse a plan that differs from the folder's, or with `new_run` move the old run aside (returns where)."""
     present = [name for name in RUN_FILES if (path / name).exists()]
     stored = path / PLAN
     if not any((path / name).is_file() and (path / name).stat().st_size for name in (RESULTS, INFRA_FAILURES)):
         return None  # no record to mix with: the new plan simply replaces the stored one
+    if new_run:
+        return _supersede(path, present)
     diffs: list[str] = []
     if stored.is_file():
         defaults = stored_settings(EvalConfig())
@@ -165,8 +167,6 @@ def _check_plan(path: Path, cfg: EvalConfig, new_run: bool) -> Path | None:
         diffs = [f"{PLAN}: missing, so the plan of the records in this folder is unknown"]
     if not diffs:
         return None
-    if new_run:
-        return _supersede(path, present)
     raise RunDirError(
         f"output folder {path} holds a run of another plan; resuming it would mix two plans in one table. "
         "Differences (stored -> new):\n  " + "\n  ".join(diffs) +

@@ -430,8 +430,8 @@ def add_parser(sub) -> None:
     p.add_argument("--workers", type=int, help="parallel episode processes")
     p.add_argument("--out", help="run directory (default: the config's output_dir)")
     p.add_argument("--new-run", action="store_true",
-                   help="start a new run in an output folder that holds a run of another plan (its files move to "
-                        "superseded/ in that folder; nothing is deleted)")
+                   help="start a new run in the output folder: the run there (records, plan, tables) moves to "
+                        "superseded/<time>/ in that folder; nothing is deleted")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.set_defaults(func=run)
