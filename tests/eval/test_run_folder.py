@@ -71,7 +71,8 @@ def test_a_folder_refuses_another_plan_and_new_run_keeps_the_old_one(finished_ru
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(records) == 2 and {r["max_steps"] for r in records} == {4}
     assert evaluate(out, "max_steps=4", "--new-run") == 0  # the same plan from scratch: the run moves aside too
-    assert len(list((out / "superseded").iterdir())) == 2 and len((out / "episodes.jsonl").read_text().splitlines()) == 2
+    assert len(list((out / "superseded").iterdir())) == 2
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
 
     (out / "config.yaml").unlink()  # records whose plan is unknown
     assert evaluate(out, "max_steps=4") == 2

@@ -152,7 +152,8 @@ def stub():
             if mode == "garbage":
                 return self.reply(200, completion("I am not sure what the image shows.", "stop"))
             if mode == "cut":
-                answer = json.dumps({"triplets": [{"subject": s, "relation": r, "object": o} for s, r, o in FIXED_GRAPH]})
+                items = [{"subject": s, "relation": r, "object": o} for s, r, o in FIXED_GRAPH]
+                answer = json.dumps({"triplets": items})
                 return self.reply(200, completion(answer[:-5], "length"))
             if mode == "malformed":
                 return self.reply(200, b'{"choices": [ not json')

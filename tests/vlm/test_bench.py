@@ -85,7 +85,8 @@ def test_cut_answers_keep_their_triplets_and_are_counted(tmp_path, fixed_dir, st
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())[0]
     assert scores["truncated"] == {"agentview": 4, "robot0_eye_in_hand": 4} and scores["errors"]["agentview"] == 0
     assert scores["scores"]["agentview"]["micro"]["recall"] == 0.75  # 3 of the 4 triplets survive the cut
-    records = [json.loads(line) for line in next((tmp_path / "out" / "answers").glob("cut__*")).read_text().splitlines()]
+    answers = next((tmp_path / "out" / "answers").glob("cut__*"))
+    records = [json.loads(line) for line in answers.read_text().splitlines()]
     assert all(r["truncated"] and len(r["triplets"]) == 3 for r in records)
     diagnostics = (tmp_path / "out" / "diagnostics.md").read_text().splitlines()
     assert "| truncated |" in diagnostics[0] and diagnostics[2].startswith("| cut | agentview | 4 | 0 | 4 |")
