@@ -29,16 +29,20 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from tqdm import tqdm
+# Headless rendering unless the environment says otherwise. MuJoCo picks its GL backend when it is first
+# imported (below, through the policies), so this must come first; later it would be too late.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
-from sgvla.eval.config import LEARNED, EvalConfig
-from sgvla.eval.graph_source import GraphSourceError
-from sgvla.eval.loop import Episode, EpisodeRunner
-from sgvla.eval.results import INFRA_FAILURES, EpisodeKey, open_records
-from sgvla.eval.run_dir import RunDir
-from sgvla.policies import scripted  # noqa: F401  (registers the scripted policies)
-from sgvla.policies.registry import PolicySpec, make_policy_from_spec
-from sgvla.scene_graph import load_ontology
+from tqdm import tqdm  # noqa: E402
+
+from sgvla.eval.config import LEARNED, EvalConfig  # noqa: E402
+from sgvla.eval.graph_source import GraphSourceError  # noqa: E402
+from sgvla.eval.loop import Episode, EpisodeRunner  # noqa: E402
+from sgvla.eval.results import INFRA_FAILURES, EpisodeKey, open_records  # noqa: E402
+from sgvla.eval.run_dir import RunDir  # noqa: E402
+from sgvla.policies import scripted  # noqa: E402,F401  (registers the scripted policies)
+from sgvla.policies.registry import PolicySpec, make_policy_from_spec  # noqa: E402
+from sgvla.scene_graph import load_ontology  # noqa: E402
 
 log = logging.getLogger(__name__)
 __all__ = ["LEARNED", "plan", "policy_name", "run_plan", "validate", "Worker"]
@@ -174,7 +178,6 @@ def _init_worker(cfg: EvalConfig, parent: int) -> None:
     global _worker, _setup_error
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; workers end with it
-    os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         _worker = Worker(cfg)
     except Exception as e:  # reported with each episode this worker is given, as a message, not a traceback
@@ -248,7 +251,6 @@ def _classify(exc: BaseException) -> tuple[str, str]:
 
 
 def _in_process(cfg: EvalConfig, todo: list[Episode], stop: Callable[[], bool]) -> Iterator:
-    os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         worker = Worker(cfg)
     except Exception as e:

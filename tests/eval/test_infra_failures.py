@@ -1,6 +1,7 @@
-"""Worker processes of `sgvla eval --workers 2` on the SO101 twin: they die with the main process however it
-dies, a lost worker is an infrastructure failure of the episodes it took along (the run goes on with new
-workers), and a rerun finishes the plan with every episode recorded exactly once."""
+"""Infrastructure failures of `sgvla eval` on the SO101 twin, for real: a renderer that cannot start, a worker
+process killed mid-run, the main process killed. Each failed episode is recorded apart with its reason, never
+as a result; worker processes die with the main process however it dies; and a rerun finishes the plan with
+every episode recorded exactly once."""
 
 import json
 import os
@@ -23,14 +24,14 @@ ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
 PLAN = ["tasks=[0]", "episodes=2", "max_steps=10", "workers=2"]
 
 
-def command(out):
+def command(out, *overrides):
     return [sys.executable, "-m", "sgvla.cli", "eval", "--config", "config/eval/so101_twin.yaml", "--quiet",
-            "--out", str(out), *PLAN]
+            "--out", str(out), *PLAN, *overrides]
 
 
-def rerun(out, capsys) -> str:
+def rerun(out, capsys, *overrides) -> str:
     """The same plan again, in this process with one worker (`workers` may differ between runs of a plan)."""
-    assert main_cli(command(out)[3:] + ["--workers", "1"]) == 0
+    assert main_cli(command(out, "workers=1", *overrides)[3:]) == 0
     return capsys.readouterr().out
 
 
@@ -103,4 +104,20 @@ def test_a_lost_worker_is_an_infra_failure_and_the_run_goes_on(tmp_path, capsys)
     assert sorted(recorded(out) + lost) == planned(out)  # the rest ran on new workers
     assert f"2 of {len(planned(out))} episode(s) need a rerun: 2 failed on infrastructure" in said
     rerun(out, capsys)
+    assert sorted(recorded(out)) == planned(out)
+
+
+def test_a_simulator_that_fails_is_an_infra_failure_retried_by_the_next_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    broken = {**ENV, "MUJOCO_EGL_DEVICE_ID": "99"}  # no such GPU: the twin's renderer fails in every episode
+    run = subprocess.run(command(out, "workers=1", "render_images=true"), env=broken, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    n = len(planned(out))
+    assert f"{n} of {n} episode(s) need a rerun: {n} failed on infrastructure ({n}x RuntimeError: The " \
+           "MUJOCO_EGL_DEVICE_ID environment variable must be an integer" in run.stdout.replace("\n", " ")
+    failures = [json.loads(line) for line in (out / "infra_failures.jsonl").read_text().splitlines()]
+    assert {f["kind"] for f in failures} == {"error"} and all("self.backend.reset" in f["traceback"] for f in failures)
+    assert not (out / "episodes.jsonl").exists() and not (out / "table.md").exists()  # no result, no table
+    rerun(out, capsys)  # render_images may differ between runs of a plan: it changes no outcome
     assert sorted(recorded(out)) == planned(out)
