@@ -183,7 +183,7 @@ def run(args) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from sgvla.eval.results import RESULTS, CorruptRecords, open_records
+    from sgvla.eval.results import INFRA_FAILURES, RESULTS, CorruptRecords, open_records
 
     console = Console()
 
@@ -192,7 +192,7 @@ def run(args) -> int:
         return 2
 
     run_dir = Path(args.run_dir)
-    if not (run_dir / RESULTS).is_file():
+    if not (run_dir / RESULTS).is_file() and not (run_dir / INFRA_FAILURES).is_file():
         return fail(f"no {RESULTS} in {run_dir}")
     try:
         results, infra = open_records(run_dir, writable=False)  # a report never changes the records

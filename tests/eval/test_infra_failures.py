@@ -119,5 +119,8 @@ def test_a_simulator_that_fails_is_an_infra_failure_retried_by_the_next_run(tmp_
     failures = [json.loads(line) for line in (out / "infra_failures.jsonl").read_text().splitlines()]
     assert {f["kind"] for f in failures} == {"error"} and all("self.backend.reset" in f["traceback"] for f in failures)
     assert not (out / "episodes.jsonl").exists() and not (out / "table.md").exists()  # no result, no table
+    assert main_cli(["report", str(out)]) == 2
+    assert f"no episode records to report. Not in the table: {n} episode(s) whose infrastructure failed" in \
+        capsys.readouterr().out.replace("\n", " ")
     rerun(out, capsys)  # render_images may differ between runs of a plan: it changes no outcome
     assert sorted(recorded(out)) == planned(out)
