@@ -8,8 +8,8 @@ Token budget: ``max_new_tokens`` defaults to 4096, which holds a full graph of e
 ontology in the constrained JSON form (:func:`sgvla.vlm.constraints.full_graph_tokens`: 3897 for
 LIBERO-Spatial's 7 objects, 1619 for the SO101 tabletop). Loading a config for an ontology whose full
 graph needs more than ``max_new_tokens`` logs a warning with the number needed; it is not refused,
-because that number is an upper bound that holds for any byte-level tokenizer (a real tokenizer needs
-about a third of it, so a smaller budget can be right for a given model), and small budgets are
+because that number is an upper bound that holds for any byte-level tokenizer (a real one packs several
+bytes into most tokens and needs fewer, so a smaller budget can be right for a given model), and small budgets are
 legitimate for quick runs and tiny test models. What is exact is the per-answer check: an answer cut
 at the limit is flagged ``truncated`` in every record and table, and keeps its complete triplets.
 """

@@ -78,7 +78,7 @@ def full_graph_json(objects: Sequence[str], relations: Sequence[str] = RELATIONS
 def full_graph_tokens(objects: Sequence[str], relations: Sequence[str] = RELATIONS) -> int:
     """New tokens that always hold a full graph of ``objects``: the UTF-8 bytes of :func:`full_graph_json`
     plus the end token. Byte-level tokenizers (Qwen, GPT, Gemma's byte fallback) never emit a token of
-    less than one byte, so this bounds every such tokenizer from above without loading one; real ones
-    need about a third of it. Answers with more whitespace (pretty-printed JSON) can need more: the
+    less than one byte, so this bounds every such tokenizer from above without loading one (real ones
+    pack several bytes into most tokens). Answers with more whitespace (pretty-printed JSON) can need more: the
     per-answer ``truncated`` flag catches what this bound misses."""
     return len(full_graph_json(objects, relations).encode()) + 1
