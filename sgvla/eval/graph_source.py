@@ -29,20 +29,37 @@ class GroundTruthSource:
         pass
 
 
+class GraphSourceError(RuntimeError):
+    """The graph source cannot give this episode a graph: an infrastructure failure, never a policy's."""
+
+
 class VLMSource:
     """Graphs a VLM predicts from the camera image, through the same latest-frame worker the
     `vlm_query` node runs: the loop submits every frame and reads the newest answer, so a slow VLM
-    only makes the graph older. The first graph of an episode is awaited (up to
-    `first_timeout_s`) so that every episode starts from a graph of its own scene. No boxes."""
+    only makes the graph older. No boxes.
+
+    Failures (the VLM is down, answers an HTTP error, garbage or nothing, or stalls past the client's
+    timeout) never become graphs; an episode whose graph source fails raises `GraphSourceError`, which
+    the runner records as an infrastructure failure, not as a policy failure:
+
+    - the first graph of an episode must be a valid answer about its own first frame (awaited up to
+      `first_timeout_s`); if that query fails, the episode fails at once;
+    - afterwards the live graph is the newest valid answer, however many queries fail in between, as
+      long as the frame it describes is at most `max_age_s` old; an older one fails the episode;
+    - every query is counted in the record: `vlm_queries`, `vlm_failed_queries` (with the last reason
+      in `vlm_failure`) and `vlm_truncated_answers` (cut at the token limit, complete triplets kept).
+    """
 
     name = "vlm"
 
-    def __init__(self, vlm, rate_hz: float = 1.0, first_timeout_s: float = 300.0):
+    def __init__(self, vlm, rate_hz: float = 1.0, max_age_s: float = 60.0, first_timeout_s: float = 300.0):
         self.vlm = vlm
         self.rate_hz = rate_hz
+        self.max_age_s = max_age_s
         self.first_timeout_s = first_timeout_s
         self.worker = None
         self.view_used = None
+        self.oldest_used_s = 0.0
 
     def reset(self) -> None:
         from sgvla.vlm.live import LatestFrameWorker
@@ -51,30 +68,50 @@ class VLMSource:
             self.worker.close()
         self.worker = LatestFrameWorker(self.vlm, self.rate_hz)
         self.view_used = None
+        self.oldest_used_s = 0.0
 
     def view_graph(self, view: str, observation, scene, task: str) -> ViewGraph:
         from sgvla.vlm.prompts import canonical_camera
 
-        if self.worker is None:
+        w = self.worker
+        if w is None:
             raise RuntimeError("VLMSource.reset() must start each episode")
+        if view not in observation.images:
+            raise ValueError(f"the VLM needs an image of view {view!r}, but this episode renders "
+                             f"{sorted(observation.images)}")
+        self.view_used = view
         # LIBERO stores images bottom-up; the VLM sees them upright, as in vlm-bench.
-        self.view_used = view if view in observation.images else next(iter(observation.images))
-        image = observation.images[self.view_used][::-1, ::-1]
-        self.worker.submit(image, task, canonical_camera(self.view_used))
-        live = self.worker.latest()
+        w.submit(observation.images[view][::-1, ::-1], task, canonical_camera(view))
+        live = w.latest_valid()
+        if live is None:
+            live = self._first(w)
+        age = live.age_s
+        if age > self.max_age_s:
+            raise GraphSourceError(f"VLM: the newest valid graph is {age:.1f} s old (vlm_max_graph_age_s "
+                                   f"{self.max_age_s:g}); {w.failed} of {w.attempts} queries failed, last: "
+                                   f"{w.last_error}")
+        self.oldest_used_s = max(self.oldest_used_s, age)
+        return ViewGraph(view, live.answer.graph, {})
+
+    def _first(self, w):
         deadline = time.monotonic() + self.first_timeout_s
-        while live is None:
-            if time.monotonic() > deadline or self.worker.failure:
-                raise RuntimeError(f"no VLM graph within {self.first_timeout_s:.0f} s: {self.worker.failure}")
+        while True:
+            attempts = w.attempts  # read before the answer: a counted answer is already published
+            live = w.latest_valid()
+            if live is not None:
+                return live
+            if attempts:
+                raise GraphSourceError(f"VLM: the first query of the episode failed: {w.last_error}")
+            if time.monotonic() > deadline:
+                raise GraphSourceError(f"VLM: no answer within {self.first_timeout_s:g} s")
             time.sleep(0.01)
-            live = self.worker.latest()
-        graph = live.answer.graph  # an errored answer parses to the empty graph
-        return ViewGraph(self.view_used, graph, {})
 
     def stats(self) -> dict:
         w = self.worker
-        return {} if w is None else {"vlm_queries": w.queried, "vlm_frames_dropped": w.dropped,
-                                     "vlm_view": self.view_used, "vlm_failure": w.failure or ""}
+        return {} if w is None else {
+            "vlm_queries": w.attempts, "vlm_failed_queries": w.failed, "vlm_truncated_answers": w.truncated,
+            "vlm_frames_dropped": w.dropped, "vlm_view": self.view_used, "vlm_failure": w.last_error,
+            "vlm_graph_age_max_s": round(self.oldest_used_s, 3)}
 
     def close(self) -> None:
         if self.worker is not None:

@@ -44,7 +44,7 @@ class EpisodeRunner:
         self.ontology = ontology
         self.view = view
         self.style = style
-        self.max_steps = max_steps or backend.max_steps
+        self.max_steps = backend.max_steps if max_steps is None else max_steps
         self.video_dir = video_dir  # an MP4 per episode when set
 
     def _context(self, mode: str, task: str, obs, scene) -> Context:

@@ -3,9 +3,13 @@
 The main table follows the layout of the paper's Table 8: one row per (task, perturbation), and
 per policy the success of the baseline mode (`standard`), of each other mode, and the paired
 difference in percentage points with its exact McNemar p-value over matched seeds.
+
+Episodes whose infrastructure failed and that have no result yet (`infra_failures.jsonl`) are no
+results: they are counted apart (a note under the table, `infra_failed` in the CSV), never as
+policy failures.
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +61,20 @@ def _overall(records: list[dict]) -> dict:
     return summarize(records, overall=True)[2]
 
 
-def markdown_table(records: Iterable[dict]) -> str:
+def infra_note(outstanding: Iterable[dict]) -> str:
+    """A line on the episodes without a result after infrastructure failures ("" when there are none)."""
+    outstanding = list(outstanding)
+    if not outstanding:
+        return ""
+    cells = Counter(f"{r['policy']} {SHORT.get(r['mode'], r['mode'])}" for r in outstanding)
+    reasons = Counter(r["reason"] for r in outstanding).most_common(2)
+    return (f"Not in the table: {len(outstanding)} episode(s) whose infrastructure failed and that have no result yet "
+            f"({', '.join(f'{k}: {n}' for k, n in sorted(cells.items()))}; "
+            f"{'; '.join(f'{n}x {reason[:160]}' for reason, n in reasons)}); see infra_failures.jsonl. "
+            "Rerun `sgvla eval` with the same plan to retry them.")
+
+
+def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = ()) -> str:
     records = list(records)
     policies, modes, table = summarize(records)
     table.update(_overall(records))
@@ -80,13 +97,20 @@ def markdown_table(records: Iterable[dict]) -> str:
     lines.append("")
     lines.append("Success in % (successes/episodes); Δ: paired difference to std over matched seeds, "
                  "p: exact McNemar test. 95% Wilson intervals in the CSV.")
+    note = infra_note(outstanding)
+    if note:
+        lines += ["", note]
     return "\n".join(lines)
 
 
-def csv_rows(records: Iterable[dict]) -> list[dict]:
+def csv_rows(records: Iterable[dict], outstanding: Iterable[dict] = ()) -> list[dict]:
     records = list(records)
     _, _, table = summarize(records)
     table.update(_overall(records))
+    infra: Counter = Counter()
+    for r in outstanding:
+        infra[(int(r["task_id"]), r["perturbation"], r["policy"], r["mode"])] += 1
+        infra[(-1, "all", r["policy"], r["mode"])] += 1
     rows = []
     for (task, pert), cells in table.items():
         for (policy, mode), c in sorted(cells.items()):
@@ -96,7 +120,8 @@ def csv_rows(records: Iterable[dict]) -> list[dict]:
                          "ci95_high": round(c.rate.high, 4),
                          "delta_pp": "" if c.delta_pp is None else round(c.delta_pp, 2),
                          # p keeps 4 significant digits: over many matched episodes it can be tiny
-                         "mcnemar_p": "" if c.p_value is None else float(f"{c.p_value:.4g}")})
+                         "mcnemar_p": "" if c.p_value is None else float(f"{c.p_value:.4g}"),
+                         "infra_failed": infra[(task, pert, policy, mode)]})
     return rows
 
 
@@ -134,16 +159,18 @@ def plot(records: Iterable[dict], path: Path) -> Path:
     return path
 
 
-def write_report(run_dir: Path, records: list[dict]) -> dict[str, Path]:
-    """table.md, table.csv and success.png beside the records; returns their paths."""
+def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict] = ()) -> dict[str, Path]:
+    """table.md, table.csv and success.png in `run_dir`; returns their paths."""
     import csv
 
     run_dir = Path(run_dir)
+    outstanding = list(outstanding)
     if not records:
         raise ValueError(f"{run_dir}: no episode records to report")
+    run_dir.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": run_dir / "table.md", "csv": run_dir / "table.csv", "plot": run_dir / "success.png"}
-    paths["markdown"].write_text(markdown_table(records) + "\n")
-    rows = csv_rows(records)
+    paths["markdown"].write_text(markdown_table(records, outstanding) + "\n")
+    rows = csv_rows(records, outstanding)
     with paths["csv"].open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -154,21 +181,36 @@ def write_report(run_dir: Path, records: list[dict]) -> dict[str, Path]:
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
-    from sgvla.eval.results import ResultsFile
+    from sgvla.eval.results import INFRA_FAILURES, RESULTS, CorruptRecords, open_records
 
     console = Console()
-    path = Path(args.run_dir) / "episodes.jsonl"
-    if not path.is_file():
-        console.print(f"[bold red]sgvla report: no episodes.jsonl in {args.run_dir}[/]")
+
+    def fail(text: str) -> int:
+        console.print(f"[bold red]sgvla report: {escape(text)}[/]", soft_wrap=True)
         return 2
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / RESULTS).is_file() and not (run_dir / INFRA_FAILURES).is_file():
+        return fail(f"no {RESULTS} in {run_dir}")
     try:
-        records = list(ResultsFile(path).records())
-        paths = write_report(Path(args.run_dir), records)
-    except ValueError as e:
-        console.print(f"[bold red]sgvla report: {e}[/]")
-        return 2
-    print(markdown_table(records), flush=True)
+        results, infra = open_records(run_dir, writable=False)  # a report never changes the records
+    except CorruptRecords as e:
+        return fail(str(e))
+    except OSError as e:
+        return fail(f"cannot read the records in {run_dir}: {e.strerror}")
+    records, outstanding = list(results.records()), list(infra.outstanding(results).values())
+    if not records:
+        note = f". {infra_note(outstanding)}" if outstanding else ""
+        return fail(f"{run_dir}: no episode records to report{note}")
+    print(markdown_table(records, outstanding), flush=True)
+    out = Path(args.out) if args.out else run_dir
+    try:
+        paths = write_report(out, records, outstanding)
+    except OSError as e:
+        return fail(f"cannot write the report files into {out}: {e.strerror}; the table is above, or pass "
+                    "--out DIR to write them elsewhere")
     console.print("\n".join(f"{k}: {v}" for k, v in paths.items()))
     return 0
 
@@ -176,4 +218,5 @@ def run(args) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("report", help="tables and plot of an evaluation run, from its JSONL records")
     p.add_argument("run_dir", help="directory holding episodes.jsonl")
+    p.add_argument("--out", help="where to write table.md, table.csv and success.png (default: run_dir)")
     p.set_defaults(func=run)

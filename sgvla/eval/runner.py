@@ -2,31 +2,54 @@
 
 Episodes already in the run's `episodes.jsonl` are skipped, so rerunning a killed command finishes
 the plan with every episode recorded exactly once. With `workers > 1` episodes run in separate
-processes (each keeps its own simulator and policies); records are written by this process only,
-one line per finished episode.
+processes (each keeps its own simulator and policies), at most one per worker at a time; records are
+written by this process only, one line per finished episode.
+
+An episode whose infrastructure fails (the graph source, the simulator, a worker process) is no
+result: it goes to `infra_failures.jsonl` with the reason (`sgvla.eval.results`), stays out of the
+success rates, and the next run of the plan retries it; `on_infra_failure: stop` also ends the run.
+The command then exits 1 and says how many episodes need a rerun.
+
+Worker processes die with this one however it ends (SIGKILL included): each asks the kernel for
+SIGKILL when its parent dies (PR_SET_PDEATHSIG) and checks that the parent is still the one that
+started it.
 """
 
 import atexit
-import dataclasses
+import ctypes
 import logging
 import os
-from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import signal
+import traceback
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-import yaml
-from tqdm import tqdm
+# Headless rendering unless the environment says otherwise. MuJoCo picks its GL backend when it is first
+# imported (below, through the policies), so this must come first; later it would be too late.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
-from sgvla.eval.config import EvalConfig
-from sgvla.eval.loop import Episode, EpisodeRunner
-from sgvla.eval.results import EpisodeKey, ResultsFile
-from sgvla.policies import scripted  # noqa: F401  (registers the scripted policies)
-from sgvla.policies.registry import PolicySpec, make_policy_from_spec
-from sgvla.scene_graph import load_ontology
+from tqdm import tqdm  # noqa: E402
+
+from sgvla.eval.config import LEARNED, EvalConfig  # noqa: E402
+from sgvla.eval.graph_source import GraphSourceError  # noqa: E402
+from sgvla.eval.loop import Episode, EpisodeRunner  # noqa: E402
+from sgvla.eval.results import INFRA_FAILURES, EpisodeKey, open_records  # noqa: E402
+from sgvla.eval.run_dir import RunDir  # noqa: E402
+from sgvla.policies import scripted  # noqa: E402,F401  (registers the scripted policies)
+from sgvla.policies.registry import PolicySpec, make_policy_from_spec  # noqa: E402
+from sgvla.scene_graph import load_ontology  # noqa: E402
 
 log = logging.getLogger(__name__)
-LEARNED = {"act", "smolvla", "pi0", "pi05", "lerobot"}
+__all__ = ["LEARNED", "plan", "policy_name", "run_plan", "validate", "Worker"]
+
+
+class WorkerSetupError(RuntimeError):
+    """A worker could not build its simulator, policies or VLM: no episode can run."""
 
 
 def policy_name(spec: PolicySpec) -> str:
@@ -46,10 +69,7 @@ class Worker:
         self.cfg = cfg
         self.ontology = load_ontology(cfg.ontology)
         self.specs = {policy_name(p): p for p in cfg.policies}
-        needed = cfg.video or cfg.graph_source == "vlm" or any(p.type in LEARNED for p in cfg.policies)
-        self.needs_images = needed if cfg.render_images is None else cfg.render_images
-        if needed and not self.needs_images:
-            raise ValueError("render_images=false, but a learned policy, the VLM graph source or video needs images")
+        self.needs_images = cfg.needs_images
         self.vlm = self._make_vlm() if cfg.graph_source == "vlm" else None
         self._runner: EpisodeRunner | None = None  # one task's simulator at a time
         self._runner_task: int | None = None
@@ -63,19 +83,24 @@ class Worker:
         return self._runner
 
     def close_runner(self) -> None:
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            try:
+                runner.close()
+            except Exception:  # a crashed simulator may not close cleanly; a new one replaces it
+                log.warning("closing the simulator of task %s failed", self._runner_task, exc_info=True)
 
     def _make_backend(self, task_id: int):
+        # The backend ends episodes at the plan's step limit too, not at its own default.
+        limit = {} if self.cfg.max_steps is None else {"max_steps": self.cfg.max_steps}
         if self.cfg.suite == "so101_twin":
             from sgvla.so101.twin.backend import TwinBackend
 
-            return TwinBackend(task_id, image_size=self.cfg.image_size, render_images=self.needs_images)
+            return TwinBackend(task_id, image_size=self.cfg.image_size, render_images=self.needs_images, **limit)
         from sgvla.libero.env import make_backend
 
         return make_backend(task_id, render_profile=self.cfg.render_profile, perturbation=self.cfg.perturbations,
-                            image_size=self.cfg.image_size, render_images=self.needs_images)
+                            image_size=self.cfg.image_size, render_images=self.needs_images, **limit)
 
     def _make_runner(self, task_id: int) -> EpisodeRunner:
         backend = self._make_backend(task_id)
@@ -83,7 +108,7 @@ class Worker:
         if self.vlm is not None:
             from sgvla.eval.graph_source import VLMSource
 
-            source = VLMSource(self.vlm, self.cfg.vlm_rate_hz)
+            source = VLMSource(self.vlm, self.cfg.vlm_rate_hz, self.cfg.vlm_max_graph_age_s)
         video_dir = Path(self.cfg.output_dir) / "videos" if self.cfg.video else None
         return EpisodeRunner(backend, self.ontology, self.cfg.view, self.cfg.context_style, self.cfg.max_steps,
                              video_dir=video_dir, graph_source=source)
@@ -106,8 +131,16 @@ class Worker:
         return self._policies[name]
 
     def run(self, episode: Episode) -> dict:
-        runner = self.runner(episode.task_id)
-        record = runner.run(episode, self.policy(episode.policy))
+        """The episode's record; raises when its infrastructure fails (after dropping a simulator that may
+        be broken: the next episode builds a new one)."""
+        try:
+            runner = self.runner(episode.task_id)
+            record = runner.run(episode, self.policy(episode.policy))
+        except GraphSourceError:
+            raise  # the simulator is fine
+        except Exception:
+            self.close_runner()
+            raise
         perturbation = getattr(runner.backend, "perturbation", None)  # the twin has none
         record["perturbation_applied"] = describe(perturbation) if perturbation is not None else "none"
         record["render_profile"] = self.cfg.render_profile
@@ -125,23 +158,44 @@ def describe(p) -> str:
 
 
 _worker: Worker | None = None
+_setup_error: str = ""
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _init_worker(cfg: EvalConfig) -> None:
-    global _worker
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    _worker = Worker(cfg)
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent ends (Linux), and end now if the parent already
+    has (the parent died before the request: this process was handed to another one)."""
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if prctl is None:
+        log.warning("no prctl (not Linux): worker %d will not end with its parent", os.getpid())
+    elif prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _init_worker(cfg: EvalConfig, parent: int) -> None:
+    global _worker, _setup_error
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; workers end with it
+    try:
+        _worker = Worker(cfg)
+    except Exception as e:  # reported with each episode this worker is given, as a message, not a traceback
+        _setup_error = f"{type(e).__name__}: {e}"
+        return
     atexit.register(_worker.close_runner)
 
 
 def _run_in_worker(episode: Episode) -> dict:
+    if _worker is None:
+        raise WorkerSetupError(_setup_error)
     return _worker.run(episode)
 
 
 def validate(cfg: EvalConfig) -> None:
-    """Fail before the first episode on what the config loader cannot see: policy types, perturbation files."""
+    """Fail before the first episode on what the config alone cannot tell: policy types, perturbation files,
+    the VLM client (its file, its API key, the cameras it needs)."""
     from sgvla.policies.registry import POLICY_REGISTRY
-    from sgvla.libero.perturbations import load_perturbations
 
     for spec in cfg.policies:
         if spec.type not in POLICY_REGISTRY:
@@ -150,69 +204,182 @@ def validate(cfg: EvalConfig) -> None:
     if len(set(names)) != len(names):
         raise ValueError(f"two policies share a name in {names}; give them distinct `name`s")
     if cfg.suite == "so101_twin":
-        learned = [p.type for p in cfg.policies if p.type in LEARNED]
-        if learned or cfg.graph_source == "vlm":
-            raise ValueError(f"the so101_twin suite runs scripted policies on ground-truth graphs; "
-                             f"not supported: {learned or ['graph_source=vlm']}")
         return
-    load_perturbations(cfg.perturbations)
-    if cfg.vlm_client:
+    from sgvla.libero.perturbations import load_perturbations
+
+    perturbations = load_perturbations(cfg.perturbations)
+    if cfg.graph_source == "vlm":
+        from sgvla.libero.env import DEFAULT_CAMERAS
         from sgvla.vlm.config import load_client_config
+        from sgvla.vlm.prompts import canonical_camera, load_prompt
 
-        load_client_config(cfg.vlm_client)
+        client = load_client_config(cfg.vlm_client, ontology=load_ontology(cfg.ontology))
+        client.check_environment()
+        described = load_prompt().cameras
+        if canonical_camera(cfg.view) not in described:
+            raise ValueError(f"graph_source=vlm: the VLM prompt describes the cameras {sorted(described)}, "
+                             f"not view {cfg.view!r}")
+        for task in cfg.tasks:
+            cameras = perturbations.for_task(task).cameras or DEFAULT_CAMERAS
+            if cfg.view not in cameras:
+                raise ValueError(f"graph_source=vlm reads the image of view {cfg.view!r}, which task {task} does not "
+                                 f"render under perturbations {cfg.perturbations!r} (its cameras: {list(cameras)})")
 
 
-def run_plan(cfg: EvalConfig, progress: bool = True) -> tuple[Path, int]:
-    """Run what is missing of the plan; returns (results path, number of failed episodes)."""
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
-    results = ResultsFile(out / "episodes.jsonl")
-    todo = [e for e in plan(cfg) if EpisodeKey(*dataclasses.astuple(e)) not in results]
-    total = len(plan(cfg))
-    bar = tqdm(total=total, initial=total - len(todo), desc=cfg.name, unit="ep", disable=not progress)
-    wins: Counter = Counter()
-    failed = 0
+@dataclass
+class RunSummary:
+    path: Path  # episodes.jsonl
+    planned: int
+    recorded: int  # results written by this run
+    infra_failed: int  # infrastructure failures recorded by this run
+    outstanding: dict  # EpisodeKey -> last infrastructure failure, for plan episodes without a result
+    not_run: int  # plan episodes this run did not get to (it stopped)
+    stopped: str = ""  # why the run ended before the plan did
+    superseded: Path | None = None  # where --new-run moved the previous run
 
-    def record(rec: dict) -> None:
-        results.append(rec)
-        wins[rec["mode"]] += rec["success"]
-        bar.set_postfix({m: wins[m] for m in cfg.modes})
-        bar.update()
+    @property
+    def complete(self) -> bool:
+        return not self.outstanding and not self.not_run and not self.stopped
 
-    if cfg.workers == 1:
-        _init_worker(cfg)
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    if isinstance(exc, GraphSourceError):
+        return "graph_source", str(exc)
+    if isinstance(exc, BrokenProcessPool):
+        return "worker_lost", f"the worker process running it died ({exc})"
+    return "error", f"{type(exc).__name__}: {exc}"
+
+
+def _in_process(cfg: EvalConfig, todo: list[Episode], stop: Callable[[], bool]) -> Iterator:
+    try:
+        worker = Worker(cfg)
+    except Exception as e:
+        raise WorkerSetupError(f"{type(e).__name__}: {e}") from e
+    try:
+        for episode in todo:
+            if stop():
+                return
+            try:
+                outcome = worker.run(episode)
+            except Exception as e:
+                outcome = e
+            yield episode, outcome
+    finally:
+        worker.close_runner()
+
+
+def _in_pool(cfg: EvalConfig, todo: list[Episode], stop: Callable[[], bool]) -> Iterator:
+    """Episodes on `cfg.workers` processes, one each at a time, so a lost worker costs only the episodes then
+    running; those are reported as `BrokenProcessPool` and a new pool runs the rest."""
+    queue = deque(todo)
+    pool: ProcessPoolExecutor | None = None
+    running: dict = {}
+    finished = False
+    try:
+        while queue or running:
+            if pool is None:
+                pool = ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                                           initargs=(cfg, os.getpid()))
+            lost = False
+            while queue and len(running) < cfg.workers and not stop():
+                try:
+                    running[pool.submit(_run_in_worker, queue[0])] = queue[0]
+                except BrokenProcessPool:  # a worker died while idle: no episode was lost with it
+                    lost = True
+                    break
+                queue.popleft()
+            if not running and not lost:
+                break
+            if running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                lost = lost or any(isinstance(f.exception(), BrokenProcessPool) for f in done)
+            else:
+                done = set()
+            if lost:  # every episode of a broken pool fails with it
+                done = set(running)
+                wait(running, timeout=60)
+            for future in done:
+                episode = running.pop(future)
+                exc = future.exception() if future.done() else BrokenProcessPool("the pool broke")
+                yield episode, exc if exc is not None else future.result()
+            if lost:
+                pool.shutdown(wait=True, cancel_futures=True)
+                pool = None
+        finished = True
+    finally:
+        if pool is not None:
+            if not finished:  # interrupted: end the workers now rather than when this process ends
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.kill()
+            pool.shutdown(wait=finished, cancel_futures=True)
+
+
+def episode_key(e: Episode) -> EpisodeKey:
+    return EpisodeKey(e.policy, e.task_id, e.perturbation, e.mode, e.seed)
+
+
+def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> RunSummary:
+    """Run what is missing of the plan (see the module docstring)."""
+    with RunDir.open(cfg, new_run=new_run) as run:
+        results, infra = run.results, run.infra
+        keys = {episode_key(e): e for e in plan(cfg)}
+        todo = [e for k, e in keys.items() if k not in results]
+        bar = tqdm(total=len(keys), initial=len(keys) - len(todo), desc=cfg.name, unit="ep", disable=not progress)
+        wins: Counter = Counter()
+        counts: Counter = Counter()
+        stopped = ""
+        outcomes = (_in_process if cfg.workers == 1 else _in_pool)(cfg, todo, lambda: bool(stopped))
         try:
-            for episode in todo:
-                try:
-                    record(_run_in_worker(episode))
-                except Exception:
-                    failed += 1
-                    log.exception("episode %s failed; it is not recorded, rerun to retry", episode)
+            for episode, outcome in outcomes:
+                if isinstance(outcome, WorkerSetupError):
+                    raise outcome
+                if isinstance(outcome, dict):
+                    results.append(outcome)
+                    counts["recorded"] += 1
+                    wins[outcome["mode"]] += outcome["success"]
+                else:
+                    kind, reason = _classify(outcome)
+                    trace = "".join(traceback.format_exception(outcome))[-4000:] if kind == "error" else None
+                    infra.add(episode_key(episode), kind, reason, **({"traceback": trace} if trace else {}))
+                    counts["infra"] += 1
+                    log.warning("episode %s: infrastructure failure, not a result (%s); recorded in %s, the next run "
+                                "of this plan retries it", tuple(episode_key(episode)), reason, INFRA_FAILURES)
+                    if cfg.on_infra_failure == "stop" and not stopped:
+                        stopped = f"on_infra_failure=stop, after an infrastructure failure: {reason}"
+                bar.set_postfix({**{m: wins[m] for m in cfg.modes}, **({"infra": counts["infra"]} if counts["infra"]
+                                                                        else {})})
+                bar.update()
+        except WorkerSetupError as e:
+            stopped = f"a worker could not be set up, so no episode can run: {e}"
         finally:
-            _worker.close_runner()
-    else:
-        with ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                 initargs=(cfg,)) as pool:
-            futures = {pool.submit(_run_in_worker, e): e for e in todo}
-            for future in as_completed(futures):
-                try:
-                    record(future.result())
-                except Exception:
-                    failed += 1
-                    log.exception("episode %s failed; it is not recorded, rerun to retry", futures[future])
-    bar.close()
-    return results.path, failed
+            outcomes.close()  # ends the workers now if this run was interrupted
+            bar.close()
+        outstanding = {k: r for k, r in infra.outstanding(results).items() if k in keys}
+        not_run = sum(k not in results and k not in outstanding for k in keys)
+        return RunSummary(results.path, len(keys), counts["recorded"], counts["infra"], outstanding, not_run,
+                          stopped, run.superseded)
+
+
+def _reasons(outstanding: dict) -> str:
+    common = Counter(r["reason"] for r in outstanding.values()).most_common(3)
+    return "; ".join(f"{n}x {reason[:200]}" for reason, n in common)
 
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from sgvla.core.config import ConfigError, load_config, parse_override
     from sgvla.eval.report import markdown_table, write_report
+    from sgvla.eval.results import CorruptRecords
+    from sgvla.eval.run_dir import RunDirError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     console = Console()
+
+    def say(text: str, style: str = "bold red") -> None:
+        console.print(f"[{style}]{escape(text)}[/]", soft_wrap=True)
+
     try:
         overrides = dict(parse_override(o) for o in args.overrides)
         if args.workers is not None:
@@ -222,17 +389,39 @@ def run(args) -> int:
         cfg = load_config(EvalConfig, args.config, overrides)
         validate(cfg)
     except (ConfigError, ValueError, FileNotFoundError) as e:
-        console.print(f"[bold red]sgvla eval: {e}[/]")
+        say(f"sgvla eval: {e}")
         return 2
-    path, failed = run_plan(cfg, progress=not args.quiet)
-    records = list(ResultsFile(path).records())
-    paths = write_report(path.parent, records)
-    print(markdown_table(records), flush=True)
-    console.print(f"records: {path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
-    if failed:
-        console.print(f"[bold red]{failed} episode(s) failed (see the log above); rerun the same command to retry them[/]")
-        return 1
-    return 0
+    try:
+        summary = run_plan(cfg, progress=not args.quiet, new_run=args.new_run)
+    except (RunDirError, CorruptRecords) as e:
+        say(f"sgvla eval: {e}")
+        return 2
+    except KeyboardInterrupt:
+        say("sgvla eval: interrupted; every finished episode is recorded: rerun the same command to continue")
+        return 130
+    if summary.superseded is not None:
+        say(f"started a new run; the previous run's files are in {summary.superseded}", "bold yellow")
+    results, infra = open_records(summary.path.parent, writable=False)
+    records = list(results.records())
+    outstanding_all = infra.outstanding(results)
+    if records:
+        print(markdown_table(records, outstanding_all.values()), flush=True)
+        try:
+            paths = write_report(summary.path.parent, records, outstanding_all.values())
+            console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
+        except OSError as e:
+            say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")
+    if summary.complete:
+        return 0
+    if summary.stopped:
+        say(f"sgvla eval: stopped: {summary.stopped}")
+    need = len(summary.outstanding) + summary.not_run
+    parts = [f"{len(summary.outstanding)} failed on infrastructure ({_reasons(summary.outstanding)}; see "
+             f"{summary.path.parent / INFRA_FAILURES})"] if summary.outstanding else []
+    parts += [f"{summary.not_run} not run"] if summary.not_run else []
+    say(f"sgvla eval: {need} of {summary.planned} episode(s) need a rerun: {', '.join(parts)}. They are not in the "
+        "table; rerun the same command to run them.")
+    return 1
 
 
 def add_parser(sub) -> None:
@@ -242,6 +431,9 @@ def add_parser(sub) -> None:
     p.add_argument("--config", default="config/eval/default.yaml", help="evaluation plan (YAML)")
     p.add_argument("--workers", type=int, help="parallel episode processes")
     p.add_argument("--out", help="run directory (default: the config's output_dir)")
+    p.add_argument("--new-run", action="store_true",
+                   help="start a new run in the output folder: the run there (records, plan, tables) moves to "
+                        "superseded/<time>/ in that folder; nothing is deleted")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.set_defaults(func=run)

@@ -1,7 +1,9 @@
 """The evaluator node's bookkeeping, ROS-free: the plan of `sgvla eval`, resumable results, records.
 
 The node runs `plan(cfg)` in order (what `run_plan` does with one worker), skipping episodes already in
-the run's `episodes.jsonl`, and writes the same files: `config.yaml`, `episodes.jsonl` and the report.
+the run's `episodes.jsonl`, and writes the same files: `config.yaml`, `episodes.jsonl`,
+`infra_failures.jsonl` (episodes the node graph failed to run: retried by the next run) and the report.
+It takes the output folder as `sgvla eval` does (`RunDir`: locked, one plan per folder).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import yaml
 
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.loop import Episode
-from sgvla.eval.results import EpisodeKey, ResultsFile
-from sgvla.eval.runner import LEARNED, plan, policy_name, validate
+from sgvla.eval.results import EpisodeKey
+from sgvla.eval.run_dir import RunDir
+from sgvla.eval.runner import plan, policy_name, validate
 from sgvla.nodegraph.episode import EpisodeSpec, SimSettings, episode_record
 from sgvla.paths import resolve_data_path
 
@@ -75,18 +78,16 @@ class TopicEvaluation:
 
     def __init__(self, cfg: EvalConfig, first_episode_number: int = 1):
         self.cfg = cfg
-        self.out = Path(cfg.output_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
-        self.results = ResultsFile(self.out / "episodes.jsonl")
+        self.run_dir = RunDir.open(cfg)  # held (locked) for the life of this process
+        self.out = self.run_dir.path
+        self.results = self.run_dir.results
         self.specs = {policy_name(p): p for p in cfg.policies}
         self.todo = [e for e in plan(cfg) if EpisodeKey(*dataclasses.astuple(e)) not in self.results]
         self.total = len(plan(cfg))
         self.failed = 0
         self.finished = 0
         self.next_number = first_episode_number
-        needed = cfg.video or any(p.type in LEARNED for p in cfg.policies)  # as Worker: the simulator renders
-        self.render_images = needed if getattr(cfg, "render_images", None) is None else bool(cfg.render_images)
+        self.render_images = cfg.needs_images  # as Worker: the simulator renders only when images are needed
         if cfg.workers > 1:
             log.info("workers=%d: over topics one sim_bridge runs the episodes one after another", cfg.workers)
 
@@ -118,8 +119,12 @@ class TopicEvaluation:
         return record
 
     def fail(self, pending: Pending, reason: str) -> None:
+        """An episode the node graph could not run: an infrastructure failure, retried by the next run."""
         self.failed += 1
-        log.error("episode %s failed; it is not recorded, rerun to retry: %s", pending.episode, reason)
+        key = EpisodeKey(*dataclasses.astuple(pending.episode))
+        self.run_dir.infra.add(key, "node_graph", reason)
+        log.error("episode %s: infrastructure failure, not a result (%s); the next run retries it", pending.episode,
+                  reason)
 
     def write_report(self) -> dict[str, Path]:
         from sgvla.eval.report import markdown_table, write_report
@@ -127,6 +132,7 @@ class TopicEvaluation:
         records = list(self.results.records())
         if not records:
             return {}
-        paths = write_report(self.out, records)
-        print(markdown_table(records), flush=True)
+        outstanding = list(self.run_dir.infra.outstanding(self.results).values())
+        paths = write_report(self.out, records, outstanding)
+        print(markdown_table(records, outstanding), flush=True)
         return paths

@@ -9,6 +9,13 @@ objects or of triplet strings, possibly under a key such as ``"triplets"``, or
 one JSON object per line); code fences. Reasoning before the answer
 (``<think>...</think>``) is dropped, and an unclosed ``<think>`` drops the rest.
 
+Answers cut at a token limit keep what they hold: a JSON answer that ends inside
+a value is closed after its last complete element (``ParseResult.cut``), and a
+text answer keeps its complete lines (the partial last one is rejected unless it
+happens to read as a triplet). A JSON answer holding no triplet at all
+(``{"triplets": []}``, ``[]``) states an empty graph (``ParseResult.empty``);
+anything else without a triplet is not an answer.
+
 Objects resolve through the ontology (exact names, suffix-free names when they
 name one object, configured aliases); relations through a fixed synonym table
 (``left of``, ``LEFT_OF``, ``on``, ``inside``, ...). Anything else is rejected
@@ -73,6 +80,8 @@ class ParseResult:
     triplets: Graph
     rejected: tuple[Rejection, ...]
     n_lines: int
+    cut: bool = False  # a JSON answer ended inside a value; its complete elements were kept
+    empty: bool = False  # the answer is JSON stating an empty graph
 
     def reason_counts(self) -> dict[str, int]:
         return dict(Counter(reason for _, reason in self.rejected))
@@ -108,8 +117,8 @@ class _Parser:
         self.rejected: list[Rejection] = []
         self.entries = 0
 
-    def result(self) -> ParseResult:
-        return ParseResult(Graph(tuple(self.triplets)), tuple(self.rejected), self.entries)
+    def result(self, cut: bool = False, empty: bool = False) -> ParseResult:
+        return ParseResult(Graph(tuple(self.triplets)), tuple(self.rejected), self.entries, cut, empty)
 
     def _accept(self, entry: str, triplet: Triplet | None, reason: str) -> None:
         self.entries += 1
@@ -211,6 +220,21 @@ class _Parser:
                     self._accept(_entry_text(value), None, NOT_A_TRIPLET)
 
 
+def _holds_no_entry(text: str) -> bool:
+    """JSON of containers only, e.g. ``{"triplets": []}`` or ``[]``: an explicitly empty graph."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+
+    def empty(item: Any, depth: int) -> bool:
+        if isinstance(item, dict):
+            return depth < _MAX_JSON_DEPTH and all(empty(v, depth + 1) for v in item.values())
+        return isinstance(item, list) and depth < _MAX_JSON_DEPTH and all(empty(v, depth + 1) for v in item)
+
+    return empty(data, 0)
+
+
 def _entry_text(item: Any) -> str:
     try:
         return json.dumps(item)
@@ -230,6 +254,39 @@ def _answer_text(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.strip().startswith("```"))
 
 
+def close_cut_json(text: str) -> str | None:
+    """``text`` (starting with ``[`` or ``{``) cut after its last complete nested element and closed, or None.
+
+    For a JSON value that was cut off (a token limit): every container still open after the last
+    complete element is closed, so the elements before the cut parse. None when the text holds a
+    complete top-level value (it was not cut, or other text follows it) or no complete element.
+    """
+    stack: list[str] = []
+    in_string = escaped = False
+    last: tuple[int, str] | None = None  # (end of the last complete element, closers for what is open)
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if not stack or stack.pop() != ch:
+                return None
+            if not stack:
+                return None
+            last = (i + 1, "".join(reversed(stack)))
+    if last is None or not stack:
+        return None
+    return text[: last[0]] + last[1]
+
+
 def parse_triplets(text: str, ontology: Ontology) -> ParseResult:
     """Valid triplets of ``text`` over ``ontology``, with every rejected entry and its reason."""
     parser = _Parser(ontology)
@@ -241,6 +298,12 @@ def parse_triplets(text: str, ontology: Ontology) -> ParseResult:
     last = max(answer.rfind("]"), answer.rfind("}"))
     if 0 <= first < last and parser.json_text(answer[first : last + 1]):
         return parser.result()
+    if 0 <= first < last and answer.strip() == answer[first : last + 1] and _holds_no_entry(answer[first : last + 1]):
+        return parser.result(empty=True)
+    if first >= 0:
+        closed = close_cut_json(answer[first:])
+        if closed is not None and parser.json_text(closed):
+            return parser.result(cut=True)
     for raw in answer.splitlines():
         line = raw.strip()
         if not re.search(r"[0-9A-Za-z]", line) or line.endswith(":"):

@@ -6,9 +6,11 @@ Resumable: frames already answered are skipped.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from sgvla.core.config import ConfigError
 from sgvla.scene_graph.ontology import load_ontology
 from sgvla.vlm.bench import Timer, add_common_arguments, client_configs, query_missing, slug
 from sgvla.vlm.cache import AnswerCache
@@ -34,6 +36,11 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     ontology = load_ontology(args.ontology)
     prompt = load_prompt(args.prompt)
+    try:
+        configs = client_configs(args, ontology)
+    except ConfigError as e:
+        print(f"sgvla vlm-annotate: {e}", file=sys.stderr)
+        return 2
     cameras = {}
     for item in args.camera:
         key, sep, view = item.partition("=")
@@ -43,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     source = LeRobotSource(args.dataset, cameras or None, rotate=args.rotate_180)
     sampling = Sampling(args.episodes_per_task, args.frames_per_episode, args.seed)
     frames = sampling.sample([source], source.cameras)
-    for config in client_configs(args):
+    for config in configs:
         folder = Path(args.out) if args.out else (
             Path(args.dataset) / FOLDER / f"{slug(config.name)}__{prompt.label}__{config.constraint}")
         write_meta(folder, source.name, config, prompt, ontology, source.keys, asdict(sampling))

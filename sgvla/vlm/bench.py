@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgvla.core.config import parse_override
+from sgvla.core.config import ConfigError, parse_override
 from sgvla.scene_graph.metrics import aggregate, score_frame
 from sgvla.scene_graph.ontology import Ontology, load_ontology
 from sgvla.scene_graph.parse import parse_triplets
@@ -173,7 +174,8 @@ class Benchmark:
         write_tables(self.out, results)
         (self.out / "scores.json").write_text(json.dumps(
             [{"model": r.model, "prompt": r.prompt, "constraint": r.constraint, "errors": r.errors,
-              "scores": {v: s.to_dict() for v, s in r.scores.items()}} for r in results], indent=1))
+              "truncated": r.truncated, "scores": {v: s.to_dict() for v, s in r.scores.items()}} for r in results],
+            indent=1))
         write_plots(self.out, results)
         t = self.timer.add("tables_and_plots", t)
         self.write_examples(configs, records, frames, refs)
@@ -183,16 +185,21 @@ class Benchmark:
 
     def score(self, config: ClientConfig, frames: list[FrameRef], refs: list[Graph], records: dict) -> ModelResult:
         t = time.perf_counter()
-        preds = [parse_triplets(records[f.key]["raw"], self.ontology).triplets for f in frames]
+        parsed = [parse_triplets(records[f.key]["raw"], self.ontology) for f in frames]
+        preds = [p.triplets for p in parsed]
+        # Cut at the token limit: the backend said so, or the JSON answer ends inside a value (caches written
+        # before the flag existed are judged the same way).
+        cut = [p.cut or records[f.key].get("finish_reason") == "length" for p, f in zip(parsed, frames)]
         t = self.timer.add("parse", t)
-        scores, errors = {}, {}
+        scores, errors, truncated = {}, {}, {}
         for camera in self.cameras:
             idx = [i for i, f in enumerate(frames) if f.camera == camera]
             if idx:
                 scores[camera] = aggregate([(frames[i].task_id, preds[i], refs[i]) for i in idx], self.ontology)
                 errors[camera] = sum(bool(records[frames[i].key].get("error")) for i in idx)
+                truncated[camera] = sum(cut[i] for i in idx)
         self.timer.add("score", t)
-        return ModelResult(config.name, self.prompt.label, config.constraint, scores, errors)
+        return ModelResult(config.name, self.prompt.label, config.constraint, scores, errors, truncated)
 
     def write_examples(self, configs: Sequence[ClientConfig], records: Sequence[dict], frames: list[FrameRef],
                        refs: list[Graph]) -> None:
@@ -249,12 +256,16 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def client_configs(args: argparse.Namespace) -> list[ClientConfig]:
+def client_configs(args: argparse.Namespace, ontology: Ontology | None = None) -> list[ClientConfig]:
+    """The --client configs with the --set overrides; checked for the machine (API keys) and, with an ontology,
+    for a token budget that holds its full graph."""
     overrides = dict(parse_override(s) for s in args.set)
-    configs = [load_client_config(c, overrides) for c in args.client]
+    configs = [load_client_config(c, overrides, ontology) for c in args.client]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
-        raise SystemExit(f"clients need distinct names (the `name` key), got {names}")
+        raise ConfigError(f"clients need distinct names (the `name` key), got {names}")
+    for config in configs:
+        config.check_environment()
     return configs
 
 
@@ -276,20 +287,31 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from sgvla.vlm.resource import read_reference_graphs
 
-    ontology = load_ontology(args.ontology)
-    refs = read_reference_graphs(args.reference) if args.reference else None
-    bench = Benchmark(
-        sources=open_sources(args.data, ontology, _pairs(args.task_id, "--task-id"), refs),
-        ontology=ontology, prompt=load_prompt(args.prompt),
-        cameras=tuple(canonical_camera(c) for c in args.cameras),
-        sampling=Sampling(args.episodes_per_task, args.frames_per_episode, args.seed),
-        out=Path(args.out), examples=args.examples, chunk=args.chunk, progress=not args.no_progress,
-    )
-    results = bench.run(client_configs(args))
+    try:  # bad input is a message, before any model loads
+        ontology = load_ontology(args.ontology)
+        configs = client_configs(args, ontology)
+        refs = read_reference_graphs(args.reference) if args.reference else None
+        bench = Benchmark(
+            sources=open_sources(args.data, ontology, _pairs(args.task_id, "--task-id"), refs),
+            ontology=ontology, prompt=load_prompt(args.prompt),
+            cameras=tuple(canonical_camera(c) for c in args.cameras),
+            sampling=Sampling(args.episodes_per_task, args.frames_per_episode, args.seed),
+            out=Path(args.out), examples=args.examples, chunk=args.chunk, progress=not args.no_progress,
+        )
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"sgvla vlm-bench: {e}", file=sys.stderr)
+        return 2
+    results = bench.run(configs)
     print((bench.out / "main.md").read_text(), end="")
+    by_name = {c.name: c for c in configs}
     for r in results:
         failed = sum(r.errors.values())
         if failed:
             print(f"{r.model}: {failed} frame(s) failed and were scored as empty graphs; rerun to retry them")
+        cut = sum(r.truncated.values())
+        if cut:
+            print(f"{r.model}: {cut} answer(s) were cut at the token limit (max_new_tokens "
+                  f"{by_name[r.model].max_new_tokens}); their complete triplets were scored (`truncated` in the "
+                  "records and the diagnostics table)")
     print(f"wrote {bench.out}")
     return 0

@@ -68,6 +68,28 @@ class GraphAnswer:
     def graph(self):
         return self.parsed.triplets
 
+    @property
+    def truncated(self) -> bool:
+        """Cut at the token limit (the backend says so, or a JSON answer ends inside a value); the complete
+        triplets before the cut are kept."""
+        return self.completion.finish_reason == "length" or self.parsed.cut
+
+    @property
+    def failure(self) -> str:
+        """Why this answer is no graph at all ("" when it is one): the request failed, or the text holds no
+        triplet and does not state an empty graph either (garbage, an empty reply). An answer with at least
+        one valid triplet is a graph, cut or not."""
+        c = self.completion
+        if c.error:
+            return c.error
+        if self.parsed.triplets or self.parsed.empty:
+            return ""
+        cut = " (cut at the token limit)" if self.truncated else ""
+        if self.parsed.rejected:
+            reasons = ", ".join(f"{n} {reason}" for reason, n in self.parsed.reason_counts().items())
+            return f"no valid triplet in the answer ({reasons}){cut}: {c.text[:120]!r}"
+        return f"empty answer{cut}"
+
     def record(self) -> dict:
         """JSON-ready fields shared by the benchmark cache and the released graph files."""
         c = self.completion
@@ -78,6 +100,7 @@ class GraphAnswer:
             "rejected": self.parsed.reason_counts(),
             "latency_s": round(c.latency_s, 6), "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason, "attempts": c.attempts,
+            "truncated": self.truncated,
         }
 
 

@@ -4,6 +4,8 @@ The loop hands over frames with :meth:`LatestFrameWorker.submit` and reads the n
 :meth:`LatestFrameWorker.latest`; both return at once. Only the most recent frame waits to be
 queried (a newer one replaces it: latest frame wins), and queries start at most ``rate_hz``
 times per second, so a slow or failing VLM only makes the graph older, never the loop slower.
+:meth:`LatestFrameWorker.latest_valid` is the newest answer that is a graph; failed queries (the
+client raised, the request failed, the answer holds no graph) are counted, never served as graphs.
 """
 
 from __future__ import annotations
@@ -39,9 +41,14 @@ class LatestFrameWorker:
         self.vlm = vlm
         self.period = 1.0 / rate_hz
         self.dropped = 0  # frames replaced before they were queried
-        self.queried = 0
+        self.queried = 0  # answers received (failed ones included)
+        self.raised = 0  # queries whose client raised
+        self.failed = 0  # queries that gave no graph: raised, errored, or an answer without one
+        self.truncated = 0  # answers cut at the token limit (their complete triplets are kept)
+        self.last_error = ""  # why the last failed query failed
         self._pending: tuple[GraphQuery, float] | None = None
         self._latest: LiveGraph | None = None
+        self._latest_valid: LiveGraph | None = None
         self._failure: str | None = None
         self._cond = threading.Condition()
         self._stop = False
@@ -59,6 +66,15 @@ class LatestFrameWorker:
     def latest(self) -> LiveGraph | None:
         """The newest answered graph (errors included: check ``answer.completion.error``)."""
         return self._latest
+
+    def latest_valid(self) -> LiveGraph | None:
+        """The newest answer that is a graph (``GraphAnswer.failure`` empty)."""
+        return self._latest_valid
+
+    @property
+    def attempts(self) -> int:
+        """Queries finished so far, answered or raised."""
+        return self.queried + self.raised
 
     @property
     def failure(self) -> str | None:
@@ -86,11 +102,20 @@ class LatestFrameWorker:
             try:
                 answer = self.vlm.query([query])[0]
             except Exception as exc:  # a live loop must outlive any VLM failure
-                self._failure = f"{type(exc).__name__}: {exc}"
+                self._failure = self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("VLM query failed")
+                self.failed += 1
+                self.raised += 1
                 continue
+            live = LiveGraph(answer, stamp, time.monotonic())
+            self.truncated += answer.truncated
+            if answer.failure:
+                self.last_error = answer.failure
+                self.failed += 1
+            else:
+                self._latest_valid = live
+            self._latest = live
             self.queried += 1
-            self._latest = LiveGraph(answer, stamp, time.monotonic())
 
     def close(self, timeout: float = 5.0) -> None:
         with self._cond:

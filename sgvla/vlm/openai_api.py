@@ -64,12 +64,8 @@ class OpenAIBackend:
 
         self.config = config
         self.model_id = config.name
-        headers = {}
-        if config.api_key_env:
-            key = os.environ.get(config.api_key_env)
-            if not key:
-                raise RuntimeError(f"environment variable {config.api_key_env} (api_key_env) is not set")
-            headers["Authorization"] = f"Bearer {key}"
+        config.check_environment()
+        headers = {"Authorization": f"Bearer {os.environ[config.api_key_env]}"} if config.api_key_env else {}
         self._httpx = httpx
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.client = httpx.Client(headers=headers, timeout=httpx.Timeout(config.timeout_s),

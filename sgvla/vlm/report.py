@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ class ModelResult:
     constraint: str
     scores: dict[str, BenchmarkScores]  # camera -> scores
     errors: dict[str, int]  # camera -> frames whose query failed (scored as empty graphs)
+    truncated: dict[str, int] = field(default_factory=dict)  # camera -> answers cut at the token limit
 
 
 def _fmt(x: float) -> str:
@@ -50,9 +51,10 @@ def write_tables(out: Path, results: Sequence[ModelResult]) -> list[Path]:
     paths = [write_table(out, "main", ["Model", *(f"{VIEW_LABELS.get(v, v)} mF1" for v in views)],
                          [[r.model, *(r.scores[v].mean_task_f1 if v in r.scores else "n/a" for v in views)]
                           for r in results])]
-    header = ["Model", "View", "frames", "failed", "mean-task F1", "macro F1", "micro F1", "coverage",
+    header = ["Model", "View", "frames", "failed", "truncated", "mean-task F1", "macro F1", "micro F1", "coverage",
               "hallucination", "reversal", "direction consistency", "bowl-swapped frames", "prompt", "constraint"]
-    rows = [[r.model, VIEW_LABELS.get(v, v), s.n_frames, r.errors.get(v, 0), s.mean_task_f1, s.macro_f1, s.micro.f1,
+    rows = [[r.model, VIEW_LABELS.get(v, v), s.n_frames, r.errors.get(v, 0), r.truncated.get(v, 0), s.mean_task_f1,
+             s.macro_f1, s.micro.f1,
              s.coverage, s.hallucination_rate, s.reversal_rate, s.direction_consistency, s.swapped_frames,
              r.prompt, r.constraint] for r in results for v, s in sorted(r.scores.items())]
     paths.append(write_table(out, "diagnostics", header, rows))

@@ -28,9 +28,9 @@ def small_config(out, **kw) -> EvalConfig:
 
 
 def test_records_carry_settings_prompt_and_grounding(tmp_path):
-    path, failed = run_plan(small_config(tmp_path, video=True), progress=False)
-    records = list(ResultsFile(path).records())
-    assert failed == 0 and [r["mode"] for r in records] == ["standard", "scene_graph"]
+    summary = run_plan(small_config(tmp_path, video=True), progress=False)
+    records = list(ResultsFile(summary.path).records())
+    assert summary.complete and [r["mode"] for r in records] == ["standard", "scene_graph"]
     std, sg = records
     # T0 under Table 7 overrides the prompt; the graph goes after it in the scene_graph mode only.
     assert std["task"] == "pick up the black bowl in front of the ramekin and place it on the plate"
@@ -69,14 +69,43 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     assert "| 0 | table7 |" in rerun.stdout and (out / "table.csv").is_file() and (out / "success.png").is_file()
 
 
-@pytest.mark.parametrize("override, message", [
-    ("tasks=[12]", "unknown task id"), ("modes=[graphs]", "unknown mode"), ("perturbations=nope", "nope"),
-    ("colour=red", "unknown key(s) colour"), ("policies=[{type: gpt}]", "unknown policy type 'gpt'"),
-    ("episodes", "not of the form key=value")])
-def test_bad_plan_is_a_clear_error(tmp_path, capsys, override, message):
-    assert main(["eval", "--out", str(tmp_path), override]) == 2
-    assert message in capsys.readouterr().out
+@pytest.mark.parametrize("overrides, message", [
+    (["tasks=[12]"], "unknown task id"), (["modes=[graphs]"], "unknown mode"), (["perturbations=nope"], "nope"),
+    (["colour=red"], "unknown key(s) colour"), (["policies=[{type: gpt}]"], "unknown policy type 'gpt'"),
+    (["episodes"], "not of the form key=value"),
+    # Every enumerated or bounded setting, at load, with the valid values; nothing silently replaced.
+    (["max_steps=0"], "max_steps must be >= 1, got 0 (leave it out, or null, for the suite's limit)"),
+    (["seed_offset=-5"], "seed_offset must be >= 0, got -5"),
+    (["render_profile=bogus"], "unknown render_profile 'bogus'; choose from ['reference', 'fast']"),
+    (["view=nosuch"], "unknown view 'nosuch'; choose from ['agentview', 'robot0_eye_in_hand', 'frontview', "),
+    (["image_size=0"], "image_size must be within 32..1024 pixels, got 0"),
+    (["modes=[standard]", "context_style=bogus"], "unknown context_style 'bogus'; choose from ['reference', "
+                                                  "'compact', 'json']"),
+    (["on_infra_failure=later"], "unknown on_infra_failure 'later'; choose from ['retry_later', 'stop']"),
+    (["vlm_rate_hz=0"], "vlm_rate_hz must be a positive number of Hz, got 0.0"),
+    (["graph_source=vlm", "vlm_client=vllm_local", "vlm_max_graph_age_s=-1"],
+     "vlm_max_graph_age_s must be a positive number of seconds, got -1.0"),
+    (["vlm_client=vllm_local"], "vlm_client 'vllm_local' is set but graph_source is 'ground_truth'"),
+    (["tasks=[0,0]"], "tasks lists [0] more than once"),
+    (["graph_source=vlm", "vlm_client=nope", "modes=[scene_graph]"], "unknown VLM client 'nope'; give a YAML path "
+                                                                     "or one of ['gemini', "),
+    (["graph_source=vlm", "vlm_client=vllm_local", "modes=[scene_graph]", "tasks=[0,2]", "perturbations=table7"],
+     "graph_source=vlm reads the image of view 'agentview', which task 2 does not render under perturbations "
+     "'table7' (its cameras: ['frontview', 'robot0_robotview'])"),
+    (["--config", "config/eval/so101_twin.yaml", "view=robot0_eye_in_hand"],
+     "unknown view 'robot0_eye_in_hand'; choose from ['agentview', 'wrist']")])
+def test_bad_plan_is_a_clear_error(tmp_path, capsys, overrides, message):
+    assert main(["eval", "--out", str(tmp_path), *overrides]) == 2
+    assert message in capsys.readouterr().out.replace("\n", "")
     assert not (tmp_path / "episodes.jsonl").exists()
+
+
+def test_missing_api_key_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    assert main(["eval", "--out", str(tmp_path), "graph_source=vlm", "vlm_client=gemini", "modes=[scene_graph]",
+                 "tasks=[0]"]) == 2
+    assert "client 'gemini-3.1-pro' needs an API key in the environment variable GEMINI_API_KEY (its " \
+           "api_key_env), which is not set; export it first" in capsys.readouterr().out.replace("\n", "")
 
 
 def test_vlm_graph_source_runs_the_live_worker(tmp_path):
@@ -86,14 +115,16 @@ def test_vlm_graph_source_runs_the_live_worker(tmp_path):
 
     model = build_tiny_qwen2_5_vl(tmp_path / "tiny_vlm")
     client = tmp_path / "tiny_client.yaml"
+    # The tiny tokenizer needs about 40 tokens per triplet line: 48 hold one, and answers are cut after it.
     client.write_text(f"type: transformers\nname: tiny-qwen\nmodel: {model}\ndevice: cpu\ndtype: float32\n"
-                      "batch_size: 1\nmax_new_tokens: 24\nconstraint: grammar\n")
+                      "batch_size: 1\nmax_new_tokens: 48\nconstraint: grammar\n")
     cfg = small_config(tmp_path / "run", modes=["scene_graph"], graph_source="vlm", vlm_client=str(client),
                        vlm_rate_hz=50.0, max_steps=6)
-    path, failed = run_plan(cfg, progress=False)
-    (record,) = ResultsFile(path).records()
-    assert failed == 0 and record["graph_source"] == "vlm" and record["vlm_view"] == "agentview"
-    assert record["vlm_queries"] >= 1 and record["vlm_failure"] == ""
+    summary = run_plan(cfg, progress=False)
+    (record,) = ResultsFile(summary.path).records()
+    assert summary.complete and record["graph_source"] == "vlm" and record["vlm_view"] == "agentview"
+    assert record["vlm_queries"] >= 1 and record["vlm_failure"] == "" and record["vlm_failed_queries"] == 0
+    assert record["vlm_truncated_answers"] == record["vlm_queries"]  # each cut after its complete line
     assert record["prompt"].startswith(record["task"] + "\nCurrent simulator semantic context:\nScene graph:\n")
     with pytest.raises(ValueError, match="need boxes"):
         small_config(tmp_path, modes=["bounding_boxes"], graph_source="vlm", vlm_client=str(client))

@@ -57,6 +57,17 @@ def test_results_resume_and_repair(tmp_path):
     assert [r["seed"] for r in ResultsFile(path).records()] == [0, 1, 2]
 
 
+def test_results_keep_a_complete_last_record_and_refuse_duplicates(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps(record(0)) + "\n" + json.dumps(record(1)))  # the newline was not written yet
+    assert [r["seed"] for r in ResultsFile(path, writable=False).records()] == [0, 1]
+    assert not path.read_text().endswith("\n")  # read-only: unchanged
+    assert len(ResultsFile(path).keys) == 2 and path.read_text().endswith("\n")
+    path.write_text(path.read_text() + json.dumps(record(1)) + "\n")  # two runs at once wrote this before locks
+    with pytest.raises(ValueError, match=r"episode \('p', 1, 'none', 'standard', 1\) is recorded twice"):
+        ResultsFile(path)
+
+
 def test_results_corrupt_line_names_the_file(tmp_path):
     path = tmp_path / "episodes.jsonl"
     path.write_text("not json\n")

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,24 @@ def test_pathological_inputs():
         42,
     ]:
         parse_triplets(text, ONTOLOGY)  # type: ignore[arg-type]
+
+
+def test_a_json_answer_cut_at_the_token_limit_keeps_its_complete_triplets():
+    triplets = [("plate_1", "is_left_of", "cookies_1"), ("akita_black_bowl_1", "is_on_top_of", "plate_1"),
+                ("flat_stove_1", "is_behind", "plate_1")]
+    answer = json.dumps({"triplets": [{"subject": s, "relation": r, "object": o} for s, r, o in triplets]})
+    whole = parse_triplets(answer, ONTOLOGY)
+    assert len(whole.triplets) == 3 and not whole.cut
+    cut = parse_triplets(answer[:-5], ONTOLOGY)  # 5 characters short: inside the third object's name
+    assert cut.triplets == Graph.of(triplets[:2]) and cut.cut and not cut.rejected
+    lists = json.dumps([list(t) for t in triplets])
+    assert parse_triplets("```json\n" + lists[:-9], ONTOLOGY).triplets == Graph.of(triplets[:2])
+    lines = "\n".join(json.dumps({"subject": s, "relation": r, "object": o}) for s, r, o in triplets)
+    assert parse_triplets(lines[:-5], ONTOLOGY).triplets == Graph.of(triplets[:2])  # JSON lines: line by line
+
+
+def test_an_explicitly_empty_json_answer_is_an_empty_graph():
+    for text in ('{"triplets": []}', "[]", '```json\n{"triplets": []}\n```'):
+        result = parse_triplets(text, ONTOLOGY)
+        assert result.empty and not result.triplets and not result.rejected and not result.cut
+    assert not parse_triplets("no relations", ONTOLOGY).empty

@@ -99,15 +99,24 @@ def model_server(tiny_backend):
 
 class Stub:
     """Answers chat completions by mode, the first path segment: ok, slow, malformed, empty,
-    nochoices, flaky (503 on every other call), big (413)."""
+    nochoices, flaky (503 on every other call), big (413), error500 (500), garbage (a reply without
+    a triplet), stall (answers after 5 s), cut (the answer as JSON, cut 5 characters short, finish_reason
+    "length"), gate (500 until `gate_open` is set), once<name> (ok the first time, 500 after)."""
 
     def __init__(self) -> None:
         self.answer = "\n".join(f"({s}, {r}, {o})" for s, r, o in FIXED_GRAPH)
         self.calls: list[tuple[str, dict]] = []
         self.lock = threading.Lock()
+        self.gate_open = False
 
     def url(self, mode: str) -> str:
         return f"http://127.0.0.1:{self.port}/{mode}/v1"
+
+
+def completion(content: str, finish_reason: str) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                    "finish_reason": finish_reason}],
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode()
 
 
 @pytest.fixture(scope="session")
@@ -136,6 +145,16 @@ def stub():
                 n = sum(m == mode for m, _ in state.calls)
             if mode == "slow":
                 time.sleep(1.0)
+            if mode == "stall":
+                time.sleep(5.0)
+            if mode == "error500" or (mode == "gate" and not state.gate_open) or (mode.startswith("once") and n > 1):
+                return self.reply(500, b'{"error": {"message": "internal server error"}}')
+            if mode == "garbage":
+                return self.reply(200, completion("I am not sure what the image shows.", "stop"))
+            if mode == "cut":
+                items = [{"subject": s, "relation": r, "object": o} for s, r, o in FIXED_GRAPH]
+                answer = json.dumps({"triplets": items})
+                return self.reply(200, completion(answer[:-5], "length"))
             if mode == "malformed":
                 return self.reply(200, b'{"choices": [ not json')
             if mode == "nochoices":
@@ -144,11 +163,7 @@ def stub():
                 return self.reply(413, b'{"error": {"message": "image too large"}}')
             if mode == "flaky" and n % 2 == 1:
                 return self.reply(503, b'{"error": {"message": "overloaded"}}')
-            content = "" if mode == "empty" else state.answer
-            self.reply(200, json.dumps({
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode())
+            self.reply(200, completion("" if mode == "empty" else state.answer, "stop"))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state.port = server.server_address[1]

@@ -79,9 +79,27 @@ def test_bowl_swap_is_forgiven(tmp_path, fixed_dir, fixed_graph, stub, monkeypat
     assert len(list((tmp_path / "out" / "examples" / "stub" / "agentview").glob("*.png"))) == 2
 
 
-def test_cli_errors(tmp_path, libero_dir):
+def test_cut_answers_keep_their_triplets_and_are_counted(tmp_path, fixed_dir, stub):
+    cut = client_yaml(tmp_path / "c.yaml", type="openai", name="cut", model="m", base_url=stub.url("cut"))
+    bench(fixed_dir, tmp_path / "out", cut, extra=["--examples", "0"])
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())[0]
+    assert scores["truncated"] == {"agentview": 4, "robot0_eye_in_hand": 4} and scores["errors"]["agentview"] == 0
+    assert scores["scores"]["agentview"]["micro"]["recall"] == 0.75  # 3 of the 4 triplets survive the cut
+    answers = next((tmp_path / "out" / "answers").glob("cut__*"))
+    records = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert all(r["truncated"] and len(r["triplets"]) == 3 for r in records)
+    diagnostics = (tmp_path / "out" / "diagnostics.md").read_text().splitlines()
+    assert "| truncated |" in diagnostics[0] and diagnostics[2].startswith("| cut | agentview | 4 | 0 | 4 |")
+
+
+def test_cli_errors_are_messages(tmp_path, libero_dir, capsys, monkeypatch):
     c = client_yaml(tmp_path / "c.yaml", type="openai", model="m")
-    with pytest.raises(SystemExit, match="distinct names"):
-        main(["vlm-bench", str(libero_dir), "--client", c, "--client", c, "--out", str(tmp_path)])
-    with pytest.raises(FileNotFoundError, match="no HDF5 file"):
-        main(["vlm-bench", str(tmp_path / "nothing"), "--client", c, "--out", str(tmp_path)])
+    assert main(["vlm-bench", str(libero_dir), "--client", c, "--client", c, "--out", str(tmp_path)]) == 2
+    assert "distinct names" in capsys.readouterr().err
+    assert main(["vlm-bench", str(tmp_path / "nothing"), "--client", c, "--out", str(tmp_path)]) == 2
+    assert "no HDF5 file" in capsys.readouterr().err
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    assert main(["vlm-bench", str(libero_dir), "--client", "gemini", "--out", str(tmp_path)]) == 2
+    assert "needs an API key in the environment variable GEMINI_API_KEY" in capsys.readouterr().err
+    assert main(["vlm-bench", str(libero_dir), "--client", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown VLM client 'nope'; give a YAML path or one of ['gemini'," in capsys.readouterr().err

@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 
+from sgvla.core.config import ConfigError
 from sgvla.scene_graph import RELATIONS, load_ontology, parse_triplets
 from sgvla.vlm.client import GraphQuery, SceneGraphVLM
 from sgvla.vlm.config import OpenAIConfig, TransformersConfig
@@ -58,6 +59,19 @@ def test_local_grammar_constraint_gives_only_valid_triplet_lines(tiny_model_dir)
     for answer in vlm(backend, "grammar").query(queries(2)):
         assert_valid_lines(answer)
         assert len(answer.graph) >= 1
+
+
+def test_an_answer_cut_at_the_token_limit_is_flagged(tiny_model_dir):
+    # The tiny model's constrained JSON needs about 50 tokens per triplet.
+    cut = TransformersConfig(model=str(tiny_model_dir), max_new_tokens=24, batch_size=1).build()
+    (answer,) = vlm(cut, "json_schema").query(queries(1))
+    assert answer.completion.finish_reason == "length" and answer.truncated and answer.record()["truncated"]
+    assert not answer.graph and answer.failure == "no valid triplet in the answer (1 not a triplet) (cut at the " \
+        f"token limit): {answer.completion.text[:120]!r}"
+    whole = TransformersConfig(model=str(tiny_model_dir), max_new_tokens=96, batch_size=1).build()
+    (answer,) = vlm(whole, "json_schema").query(queries(1))
+    assert answer.completion.finish_reason == "stop" and not answer.truncated and len(answer.graph) >= 1
+    assert answer.failure == "" and answer.record()["truncated"] is False
 
 
 def test_local_json_schema_constraint(tiny_backend, model_server):
@@ -143,7 +157,7 @@ def test_concurrency_limit(stub):
 
 def test_api_key_comes_from_the_environment(monkeypatch, stub):
     monkeypatch.delenv("SGVLA_TEST_KEY", raising=False)
-    with pytest.raises(RuntimeError, match="SGVLA_TEST_KEY"):
+    with pytest.raises(ConfigError, match="environment variable SGVLA_TEST_KEY"):
         OpenAIConfig(model="m", base_url=stub.url("ok"), api_key_env="SGVLA_TEST_KEY").build()
     monkeypatch.setenv("SGVLA_TEST_KEY", "k")
     assert OpenAIConfig(model="m", base_url=stub.url("ok"), api_key_env="SGVLA_TEST_KEY").build().client.headers[

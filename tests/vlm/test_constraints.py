@@ -5,7 +5,7 @@ import json
 import pytest
 
 from sgvla.scene_graph import RELATIONS, load_ontology, parse_triplets
-from sgvla.vlm.constraints import make_constraint, triplet_grammar, triplet_schema
+from sgvla.vlm.constraints import full_graph_json, full_graph_tokens, make_constraint, triplet_grammar, triplet_schema
 
 OBJECTS = load_ontology("libero_spatial").objects
 
@@ -49,3 +49,14 @@ def test_spec_texts():
     assert make_constraint("none", OBJECTS, RELATIONS) is None
     with pytest.raises(ValueError, match="unknown constraint"):
         make_constraint("regex", OBJECTS, RELATIONS)
+
+
+def test_a_full_graph_fits_the_budget_computed_for_it(matcher_for):
+    """The worst full graph (every ordered pair, the longest relation) is a valid constrained answer of
+    n(n-1) triplets; its byte count bounds its tokens for any byte-level tokenizer."""
+    ontology = load_ontology("libero_spatial")
+    text = full_graph_json(OBJECTS)
+    assert accepts(matcher_for("json_schema")(), text)
+    assert len(parse_triplets(text, ontology).triplets) == 7 * 6 == 42
+    assert full_graph_tokens(OBJECTS) == len(text.encode()) + 1 == 3897
+    assert full_graph_tokens(load_ontology("so101_tabletop").objects) == 1619

@@ -1,12 +1,14 @@
 """Prompt templates and client configs: rendering, identity, and errors that name file and key."""
 
 import dataclasses
+import logging
 
 import pytest
 
 from sgvla.core.config import ConfigError
 from sgvla.scene_graph import RELATIONS, load_ontology
 from sgvla.vlm.config import CLIENTS_DIR, OpenAIConfig, TransformersConfig, load_client_config
+from sgvla.vlm.constraints import full_graph_tokens
 from sgvla.vlm.prompts import PromptTemplate, load_prompt
 
 
@@ -40,11 +42,25 @@ def test_prompt_errors(tmp_path):
         load_prompt(path)
 
 
-def test_shipped_client_configs_load():
-    configs = {p.stem: load_client_config(p) for p in CLIENTS_DIR.glob("*.yaml")}
+def test_shipped_client_configs_load_and_hold_a_full_graph(caplog):
+    ontologies = [load_ontology(name) for name in ("libero_spatial", "so101_tabletop")]
+    with caplog.at_level(logging.WARNING, logger="sgvla.vlm.config"):
+        configs = {p.stem: load_client_config(p, ontology=o) for p in CLIENTS_DIR.glob("*.yaml") for o in ontologies}
+    assert not caplog.records  # every shipped budget holds a full graph of every shipped ontology
+    assert all(c.max_new_tokens >= full_graph_tokens(ontologies[0].objects) for c in configs.values())
     assert isinstance(configs["qwen2_5_vl_7b"], TransformersConfig)
     assert isinstance(configs["gemini"], OpenAIConfig) and configs["gemini"].constraint == "json_schema"
     assert load_client_config("vllm_local", {"model": "x"}).model == "x"
+    assert OpenAIConfig(model="m").max_new_tokens == TransformersConfig(model="m").max_new_tokens == 4096
+
+
+def test_a_budget_too_small_for_a_full_graph_is_warned_with_the_number_needed(caplog):
+    with caplog.at_level(logging.WARNING, logger="sgvla.vlm.config"):
+        config = load_client_config("vllm_local", {"max_new_tokens": 512}, load_ontology("libero_spatial"))
+    assert config.max_new_tokens == 512  # warned, not refused: the number is an upper bound (see sgvla.vlm.config)
+    (record,) = caplog.records
+    assert "vllm_local.yaml: max_new_tokens 512 may not hold a full graph of libero_spatial (7 objects): that " \
+           "takes up to 3897 tokens" in record.getMessage()
 
 
 @pytest.mark.parametrize("text, match", [
@@ -54,6 +70,15 @@ def test_shipped_client_configs_load():
     ("type: openai\nbase_url: http://127.0.0.1:1/v1\n", r"c\.yaml\.model: missing"),
     ("type: openai\nmodel: m\nconstraint: grammar\n", r"c\.yaml: constraint 'grammar' is for local models"),
     ("type: transformers\nmodel: m\nconstraint: regex\n", r"c\.yaml: constraint 'regex' unknown"),
+    ("type: transformers\nmodel: m\nmax_new_tokens: 0\n", r"c\.yaml: max_new_tokens must be >= 1, got 0"),
+    ("type: transformers\nmodel: m\ndevice: gpu\n", r"c\.yaml: device 'gpu' unknown; choose auto, cpu, mps, cuda"),
+    ("type: transformers\nmodel: m\ndtype: fp16\n", r"c\.yaml: dtype 'fp16' unknown; choose from \['auto', "),
+    ("type: transformers\nmodel: m\nattn_implementation: fast\n", r"attn_implementation 'fast' unknown"),
+    ("type: openai\nmodel: m\nbase_url: 127.0.0.1:8000\n", r"base_url '127.0.0.1:8000' must start with http"),
+    ("type: openai\nmodel: m\nbackoff_s: -1\n", r"c\.yaml: backoff_s must be >= 0, got -1"),
+    ("type: openai\nmodel: m\ntimeout_s: 0\n", r"c\.yaml: timeout_s must be > 0, got 0"),
+    ("type: openai\nmodel: m\napi_key_env: sk-abc123\n", r"api_key_env 'sk-abc123' is not an environment variable"),
+    ("type: openai\nmodel: ''\n", r"c\.yaml: model is empty"),
 ])
 def test_client_config_errors_name_file_and_key(tmp_path, text, match):
     (tmp_path / "c.yaml").write_text(text)

@@ -1,0 +1,199 @@
+"""A run folder belongs to one plan and to one run at a time.
+
+`RunDir.open` is how `sgvla eval` (and the evaluator node) take a folder:
+
+1. It locks ``.lock`` in the folder with ``fcntl.flock``; a second run into the same folder is refused
+   with the holder's pid. The OS releases the lock when the holder dies, however it dies.
+2. It compares the plan stored in the folder (``config.yaml``, and ``vlm_client.yaml`` for VLM graphs)
+   with the new one in every setting that can change an outcome or the table, and refuses with each
+   difference (old -> new): resuming must not mix two plans in one table. Settings in `HARMLESS` may
+   differ. ``new_run=True`` starts a new run in the folder instead, whatever its plan: the previous
+   run's files move to ``superseded/<time>/`` (nothing is deleted).
+3. It writes the plan and opens the records (`sgvla.eval.results`).
+
+Problems are `RunDirError`s whose message names the folder and what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sgvla.eval.config import EvalConfig
+from sgvla.eval.results import INFRA_FAILURES, RESULTS, InfraFailures, ResultsFile, open_records
+
+LOCK = ".lock"
+PLAN = "config.yaml"
+VLM_CLIENT = "vlm_client.yaml"
+SUPERSEDED = "superseded"
+# Plan settings that change neither an outcome nor the table (images are rendered whenever something reads
+# them, so rendering more of them, or videos, changes nothing).
+HARMLESS = frozenset({"name", "workers", "output_dir", "on_infra_failure", "video", "render_images"})
+# Client settings that only change how a VLM is reached, not what it answers.
+HARMLESS_CLIENT = frozenset({"concurrency", "timeout_s", "max_retries", "backoff_s", "api_key_env"})
+# Files of a run that a new run moves aside.
+RUN_FILES = (PLAN, VLM_CLIENT, RESULTS, INFRA_FAILURES, "table.md", "table.csv", "success.png", "videos")
+
+
+class RunDirError(ValueError):
+    pass
+
+
+def stored_settings(cfg: EvalConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def client_settings(cfg: EvalConfig) -> dict[str, Any] | None:
+    """The VLM client as this plan resolves it (the file behind `vlm_client` can change), with the prompt."""
+    if cfg.graph_source != "vlm":
+        return None
+    from sgvla.vlm.config import load_client_config
+    from sgvla.vlm.prompts import load_prompt
+
+    client = load_client_config(cfg.vlm_client)
+    return {"type": client.type, **dataclasses.asdict(client), "prompt": load_prompt().label}
+
+
+def _show(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
+
+
+def plan_differences(old: dict[str, Any], new: dict[str, Any], harmless: frozenset[str],
+                     defaults: dict[str, Any] | None = None, prefix: str = "") -> list[str]:
+    """``key: old -> new`` for every setting outside `harmless` that differs; a key the old plan lacks
+    counts as its default (the plan was written before the setting existed)."""
+    defaults = defaults or {}
+    missing = object()
+    diffs = []
+    for key in [*new, *(k for k in old if k not in new)]:
+        if key in harmless:
+            continue
+        before = old.get(key, defaults.get(key, missing))
+        after = new.get(key, missing)
+        if before != after:
+            show = lambda v: "(not set)" if v is missing else _show(v)  # noqa: E731
+            diffs.append(f"{prefix}{key}: {show(before)} -> {show(after)}")
+    return diffs
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise RunDirError(f"{path}: cannot read the stored plan ({e}); move the folder's run aside with "
+                          "--new-run or use another output folder") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: the stored plan is not a mapping; move the run aside with --new-run")
+    return data
+
+
+@dataclass
+class RunDir:
+    path: Path
+    results: ResultsFile
+    infra: InfraFailures
+    superseded: Path | None = None  # where new_run moved the previous run
+    _lock: int | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, cfg: EvalConfig, new_run: bool = False) -> RunDir:
+        path = Path(cfg.output_dir)
+        lock = _lock(path)
+        try:
+            superseded = _check_plan(path, cfg, new_run)
+            results, infra = open_records(path)
+            _write_plan(path, cfg)
+        except BaseException:
+            os.close(lock)
+            raise
+        return cls(path, results, infra, superseded, lock)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # releases the flock
+            self._lock = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _lock(path: Path) -> int:
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"output folder {path} is a file, not a folder; choose a folder (--out DIR)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise RunDirError(f"cannot write to output folder {path}: {e.strerror}; choose a writable folder "
+                          "(--out DIR)") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise RunDirError(f"output folder {path} is in use by another run (pid {holder}); wait for it to end, "
+                          "or use another output folder (--out DIR)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _check_plan(path: Path, cfg: EvalConfig, new_run: bool) -> Path | None:
+    """Refuse a plan that differs from the folder's, or with `new_run` move the old run aside (returns where)."""
+    present = [name for name in RUN_FILES if (path / name).exists()]
+    stored = path / PLAN
+    if not any((path / name).is_file() and (path / name).stat().st_size for name in (RESULTS, INFRA_FAILURES)):
+        return None  # no record to mix with: the new plan simply replaces the stored one
+    if new_run:
+        return _supersede(path, present)
+    diffs: list[str] = []
+    if stored.is_file():
+        defaults = stored_settings(EvalConfig())
+        diffs = plan_differences(_read_yaml(stored), stored_settings(cfg), HARMLESS, defaults)
+        old_client = _read_yaml(path / VLM_CLIENT) if (path / VLM_CLIENT).is_file() else None
+        new_client = client_settings(cfg)
+        if old_client is not None and new_client is not None:
+            diffs += plan_differences(old_client, new_client, HARMLESS_CLIENT, prefix="vlm_client.")
+    else:
+        diffs = [f"{PLAN}: missing, so the plan of the records in this folder is unknown"]
+    if not diffs:
+        return None
+    raise RunDirError(
+        f"output folder {path} holds a run of another plan; resuming it would mix two plans in one table. "
+        "Differences (stored -> new):\n  " + "\n  ".join(diffs) +
+        "\nRun the stored plan again to resume it, use another output folder (--out DIR), or pass --new-run to "
+        f"start a new run there (the old run's files move to {path / SUPERSEDED}/, nothing is deleted).")
+
+
+def _supersede(path: Path, present: list[str]) -> Path:
+    target = path / SUPERSEDED / time.strftime("%Y%m%d-%H%M%S")
+    n = 1
+    while target.exists():
+        n += 1
+        target = target.with_name(f"{target.name.split('.')[0]}.{n}")
+    target.mkdir(parents=True)
+    for name in present:
+        os.rename(path / name, target / name)
+    return target
+
+
+def _write_plan(path: Path, cfg: EvalConfig) -> None:
+    """config.yaml (a plan `sgvla eval --config` takes) and, for VLM graphs, the resolved client."""
+    files = {PLAN: stored_settings(cfg)}
+    client = client_settings(cfg)
+    if client is not None:
+        files[VLM_CLIENT] = client
+    for name, data in files.items():
+        tmp = path / f".{name}.tmp"
+        tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+        os.replace(tmp, path / name)

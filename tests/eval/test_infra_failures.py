@@ -1,0 +1,126 @@
+"""Infrastructure failures of `sgvla eval` on the SO101 twin, for real: a renderer that cannot start, a worker
+process killed mid-run, the main process killed. Each failed episode is recorded apart with its reason, never
+as a result; worker processes die with the main process however it dies; and a rerun finishes the plan with
+every episode recorded exactly once."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from sgvla.cli import main as main_cli
+from sgvla.core.config import load_config, parse_override
+from sgvla.eval.config import EvalConfig
+from sgvla.eval.results import EpisodeKey
+from sgvla.eval.runner import episode_key, plan
+
+pytestmark = pytest.mark.sim
+ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
+PLAN = ["tasks=[0]", "episodes=2", "max_steps=10", "workers=2"]
+
+
+def command(out, *overrides):
+    return [sys.executable, "-m", "sgvla.cli", "eval", "--config", "config/eval/so101_twin.yaml", "--quiet",
+            "--out", str(out), *PLAN, *overrides]
+
+
+def rerun(out, capsys, *overrides) -> str:
+    """The same plan again, in this process with one worker (`workers` may differ between runs of a plan)."""
+    assert main_cli(command(out, "workers=1", *overrides)[3:]) == 0
+    return capsys.readouterr().out
+
+
+def planned(out) -> list[EpisodeKey]:
+    overrides = dict(parse_override(o) for o in PLAN)
+    return sorted(episode_key(e) for e in plan(load_config(EvalConfig, "config/eval/so101_twin.yaml", overrides)))
+
+
+def recorded(out) -> list[EpisodeKey]:
+    return [EpisodeKey.of(json.loads(line)) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def workers_of(main: psutil.Process) -> list[psutil.Process]:
+    return [c for c in main.children() if "multiprocessing.spawn" in " ".join(c.cmdline())]
+
+
+def gone(p: psutil.Process) -> bool:
+    try:
+        return not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_killing_the_main_process_ends_its_workers_and_a_rerun_resumes(tmp_path, capsys):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(command(out), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    main = psutil.Process(proc.pid)
+    try:
+        episodes = out / "episodes.jsonl"
+        wait_for(lambda: episodes.exists() and episodes.read_text().count("\n") >= 1, 120, "the first record")
+        workers = workers_of(main)
+        assert len(workers) == 2
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        wait_for(lambda: all(gone(w) for w in workers), 5, f"workers {[w.pid for w in workers]} to end")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    done = len(recorded(out))
+    assert 1 <= done < len(planned(out)), "the run must be killed midway"
+    rerun(out, capsys)
+    assert sorted(recorded(out)) == planned(out)  # every episode exactly once
+
+
+def test_a_lost_worker_is_an_infra_failure_and_the_run_goes_on(tmp_path, capsys):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(command(out), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        main = psutil.Process(proc.pid)
+        wait_for(lambda: len(workers_of(main)) == 2, 60, "two workers")  # both have an episode, none finished
+        workers_of(main)[0].kill()
+        said, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, said[-3000:]
+    failures = [json.loads(line) for line in (out / "infra_failures.jsonl").read_text().splitlines()]
+    assert len(failures) == 2 and {f["kind"] for f in failures} == {"worker_lost"}
+    assert all("the worker process running it died" in f["reason"] for f in failures)
+    lost = sorted(EpisodeKey.of(f) for f in failures)
+    assert sorted(recorded(out) + lost) == planned(out)  # the rest ran on new workers
+    assert f"2 of {len(planned(out))} episode(s) need a rerun: 2 failed on infrastructure" in said
+    rerun(out, capsys)
+    assert sorted(recorded(out)) == planned(out)
+
+
+def test_a_simulator_that_fails_is_an_infra_failure_retried_by_the_next_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    broken = {**ENV, "MUJOCO_EGL_DEVICE_ID": "99"}  # no such GPU: the twin's renderer fails in every episode
+    run = subprocess.run(command(out, "workers=1", "render_images=true"), env=broken, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    n = len(planned(out))
+    assert f"{n} of {n} episode(s) need a rerun: {n} failed on infrastructure ({n}x RuntimeError: The " \
+           "MUJOCO_EGL_DEVICE_ID environment variable must be an integer" in run.stdout.replace("\n", " ")
+    failures = [json.loads(line) for line in (out / "infra_failures.jsonl").read_text().splitlines()]
+    assert {f["kind"] for f in failures} == {"error"} and all("self.backend.reset" in f["traceback"] for f in failures)
+    assert not (out / "episodes.jsonl").exists() and not (out / "table.md").exists()  # no result, no table
+    assert main_cli(["report", str(out)]) == 2
+    assert f"no episode records to report. Not in the table: {n} episode(s) whose infrastructure failed" in \
+        capsys.readouterr().out.replace("\n", " ")
+    rerun(out, capsys)  # render_images may differ between runs of a plan: it changes no outcome
+    assert sorted(recorded(out)) == planned(out)
