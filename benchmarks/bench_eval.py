@@ -15,16 +15,18 @@ import time
 
 import numpy as np
 
+import sgvla.plugins  # noqa: F401
+from sgvla.core.config import from_mapping
+from sgvla.core.context import context_mode
 from sgvla.eval.config import EvalConfig
-from sgvla.eval.context import build_context
 from sgvla.eval.runner import run_plan
-from sgvla.policies.registry import PolicySpec
 from sgvla.scene_graph import load_ontology
 from sgvla.libero.env import make_backend
 
 
 def overhead(steps: int, profile: str) -> dict:
     ontology = load_ontology("libero_spatial")
+    mode = context_mode("scene_graph")
     backend = make_backend(0, render_profile=profile, image_size=256)
     backend.reset(0)
     rng = np.random.default_rng(0)
@@ -37,7 +39,7 @@ def overhead(steps: int, profile: str) -> dict:
         t2 = time.perf_counter()
         view = backend.ground_truth(["agentview"], scene=scene)["agentview"]
         t3 = time.perf_counter()
-        build_context("scene_graph", backend.task, view, "agentview", ontology)
+        mode.context(backend.task, view, "agentview", ontology)
         t4 = time.perf_counter()
         t_env.append(t1 - t0), t_scene.append(t2 - t1), t_graph.append(t3 - t2), t_prompt.append(t4 - t3)
     backend.close()
@@ -49,10 +51,11 @@ def overhead(steps: int, profile: str) -> dict:
 
 def episodes_per_hour(profile: str, workers: int, episodes: int) -> float:
     with tempfile.TemporaryDirectory() as out:
-        cfg = EvalConfig(name=f"{profile}-w{workers}", policies=[PolicySpec(type="prompt_grounded")],
-                         tasks=[0, 5], perturbations="table7", modes=["standard", "scene_graph"],
-                         episodes=max(1, episodes // 4), render_profile=profile, image_size=256, workers=workers,
-                         render_images=True, output_dir=out)  # render every step, as a VLA needs
+        cfg = from_mapping(EvalConfig, dict(
+            name=f"{profile}-w{workers}", suite={"type": "libero_spatial", "render_profile": profile, "image_size": 256},
+            policies=[{"type": "prompt_grounded"}], tasks=[0, 5], perturbations="table7",
+            modes=["standard", "scene_graph"], episodes=max(1, episodes // 4), workers=workers,
+            render_images=True, output_dir=out))  # render every step, as a VLA needs
         t0 = time.perf_counter()
         run_plan(cfg, progress=False)
         n = 2 * 2 * cfg.episodes

@@ -1,27 +1,28 @@
 """evaluator: runs an evaluation plan (the same config files as `sgvla eval`) over the node graph.
 
-For each (policy, task, perturbation, mode, seed) of the plan, in `sgvla eval`'s order, skipping those
-already recorded: publishes the episode (`eval/episode`), calls `reset_episode`, watches `sim/state` until
-success or the step limit and waits for the policy's `policy/report`, then appends the record (the keys
-of the in-process loop) to `<output_dir>/episodes.jsonl` and publishes `eval/result`. At the end it writes
-the report as `sgvla eval` does, a snapshot of the ROS graph (`ros_graph.json`), and exits: 0 when every
-episode was recorded, 1 when some failed (rerun to retry them), 2 for a bad plan, 3 when the node graph
-stopped answering (startup, reset or step timeout).
+For each (policy, task, perturbation, mode, seed) of the plan, in `sgvla eval`'s order, skipping those already
+recorded, it sends a `run_episode` goal to the policy node (which resets the environment and runs the episode
+engine) and keeps the record it returns: a result in `<output_dir>/episodes.jsonl`, or an infrastructure
+failure in `infra_failures.jsonl` (retried by the next run); each is also published on `eval/result`. At the
+end it writes the report as `sgvla eval` does, a snapshot of the ROS graph (`ros_graph.json`), and exits: 0
+when every episode has a result, 1 when some need a rerun, 2 for a bad plan, 3 when the node graph stopped
+answering (startup, or an episode past its timeout).
 """
 
 import json
-import time
 from pathlib import Path
 
+from rclpy.action import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.duration import Duration
 from rclpy.node import Node
 
 from sgvla.nodegraph.evaluation import TopicEvaluation, load_eval_config
-from sgvla_interfaces.msg import EpisodeResult, PolicyReport, SimState
-from sgvla_interfaces.msg import EpisodeSpec as EpisodeSpecMsg
-from sgvla_interfaces.srv import ResetEpisode
+from sgvla_interfaces.action import RunEpisode
+from sgvla_interfaces.msg import EpisodeRecord
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import NodeExit, run_node
+from sgvla_ros.state_io import key_values, record_msg, record_of
 
 
 class Evaluator(Node):
@@ -33,158 +34,111 @@ class Evaluator(Node):
         self.declare_parameter("wait_for_nodes", [""])  # node names that must be up before the first episode
         self.declare_parameter("wait_for_subscribers", [""])  # "topic:n": n subscriptions before the first episode
         self.declare_parameter("startup_timeout_s", 900.0)
-        self.declare_parameter("reset_timeout_s", 900.0)  # a reset may build a simulator
-        self.declare_parameter("step_timeout_s", 120.0)  # no state or report of the episode for this long
+        self.declare_parameter("episode_timeout_s", 1800.0)  # no result of an episode for this long: stop
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         self.exit_code: int | None = None
         self.evaluation: TopicEvaluation | None = None
         try:
+            import sgvla.plugins  # noqa: F401  (registers the plan's choices)
+
             cfg = load_eval_config(param("config"), param("overrides"), param("output_dir"))
             self.evaluation = TopicEvaluation(cfg)
-        except Exception as exc:  # ConfigError, ValueError, FileNotFoundError: a bad plan
+        except Exception as exc:  # ConfigError, ValueError, RunDirError: a bad plan or folder
             self.get_logger().error(f"evaluator: {exc}")
             self.exit_code = 2
         self.wait_nodes = [n for n in param("wait_for_nodes") if n]
         self.wait_subs = [tuple(w.rsplit(":", 1)) for w in param("wait_for_subscribers") if w]
-        self.spec_pub = self.create_publisher(EpisodeSpecMsg, "eval/episode", QOS["control"])
-        self.result_pub = self.create_publisher(EpisodeResult, "eval/result", QOS["reliable"])
-        self.create_subscription(SimState, "sim/state", self.on_state, QOS["control"])
-        self.create_subscription(PolicyReport, "policy/report", self.on_report, QOS["control"])
-        self.reset_client = self.create_client(ResetEpisode, "reset_episode")
-        self.phase = "startup"
-        self.started = time.monotonic()
-        self.pending = None
-        self.deadline = 0.0
-        self.timer = self.create_timer(0.02, self.tick)
+        self.result_pub = self.create_publisher(EpisodeRecord, "eval/result", QOS["reliable"])
+        self.client = ActionClient(self, RunEpisode, "run_episode")
+        self.started = self.get_clock().now()
+        # The plan runs as one coroutine; in a group of its own it never blocks the callbacks it awaits.
+        self.timer = self.create_timer(0.05, self.run, callback_group=ReentrantCallbackGroup())
 
-    # -- the run ----------------------------------------------------------------------------------
-
-    def tick(self):
+    async def run(self):
+        """The whole plan, once (the timer only starts it)."""
+        self.timer.cancel()
         if self.exit_code is not None:
             raise NodeExit(self.exit_code)
-        now = time.monotonic()
-        if self.phase == "startup":
-            missing = self._not_ready()
+        await self.startup()
+        ev = self.evaluation
+        self.get_logger().info(f"node graph ready; {len(ev.todo)} of {ev.total} episodes to run -> {ev.results.path}")
+        timeout = self.get_parameter("episode_timeout_s").value
+        while (goal := ev.next_goal()) is not None:
+            done = ev.finished + ev.failed
+            self.get_logger().info(f"[{done + 1}/{done + 1 + len(ev.todo)}] episode {goal.episode}: {tuple(goal.key)}")
+            record = await self.run_goal(goal, timeout)
+            if record is None:
+                ev.fail(goal.key, f"no result within episode_timeout_s={timeout:g} s: the node graph stopped")
+                self.finish(3)
+            kept = ev.finish(record)
+            self.result_pub.publish(record_msg(record, self.header()))
+            if kept:
+                self.get_logger().info(f"episode {goal.episode}: success={kept['success']} steps={kept['steps']} "
+                                       f"wall={kept['wall_time_s']} s")
+            elif ev.cfg.on_infra_failure == "stop":
+                self.get_logger().error("on_infra_failure=stop: ending the run after an infrastructure failure")
+                break
+        self.finish(1 if ev.failed or ev.todo else 0)
+
+    async def startup(self):
+        limit = self.get_parameter("startup_timeout_s").value
+        while True:
+            nodes = set(self.get_node_names())
+            missing = [f"node {n}" for n in self.wait_nodes if n not in nodes]
+            missing += [f"{t} ({self.count_subscribers(t)}/{n} subscribers)" for t, n in self.wait_subs
+                        if self.count_subscribers(t) < int(n)]
+            if not self.client.server_is_ready():
+                missing.append("action server run_episode")
             if not missing:
-                ev = self.evaluation
-                self.get_logger().info(f"node graph ready after {now - self.started:.1f} s; {len(ev.todo)} of "
-                                       f"{ev.total} episodes to run -> {ev.results.path}")
-                self.phase = "run"
-            elif now - self.started > self.get_parameter("startup_timeout_s").value:
+                return
+            self.get_logger().info(f"waiting for {', '.join(missing)}", throttle_duration_sec=10.0)
+            if (self.get_clock().now() - self.started).nanoseconds / 1e9 > limit:
                 self.get_logger().error(f"node graph not ready: {', '.join(missing)}")
                 self.finish(3)
-            return
-        if self.pending is None:
-            self.start_next()
-        elif now > self.deadline:
-            what = "reset" if self.pending.reset is None else "state or report"
-            self.get_logger().error(f"episode {self.pending.episode}: no {what} in time; the node graph stopped")
-            self.evaluation.fail(self.pending, f"timeout waiting for the {what}")
-            self.pending = None
-            self.finish(3)
+            await self.sleep(0.1)
 
-    def _not_ready(self) -> list[str]:
-        nodes = set(self.get_node_names())
-        missing = [f"node {n}" for n in self.wait_nodes if n not in nodes]
-        missing += [f"{t} ({self.count_subscribers(t)}/{n} subscribers)" for t, n in self.wait_subs
-                    if self.count_subscribers(t) < int(n)]
-        if not self.reset_client.service_is_ready():
-            missing.append("service reset_episode")
-        return missing
+    async def sleep(self, seconds: float):
+        from rclpy.task import Future
 
-    def start_next(self):
-        ev = self.evaluation
-        pending = ev.start_next()
-        if pending is None:
-            self.finish(1 if ev.failed else 0)
-            return
-        self.pending = pending
-        spec, episode = pending.spec, pending.episode
-        msg = EpisodeSpecMsg(episode=spec.episode, policy=spec.policy_name, policy_type=spec.policy.type,
-                             policy_path=spec.policy.path or "", policy_device=spec.policy.device,
-                             max_prompt_tokens=-1 if spec.policy.max_prompt_tokens is None
-                             else int(spec.policy.max_prompt_tokens),
-                             task_id=spec.task_id, perturbation=spec.perturbation, mode=spec.mode, seed=spec.seed,
-                             image_size=spec.image_size, view=spec.view, context_style=spec.context_style,
-                             graph_source=spec.graph_source)
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.spec_pub.publish(msg)
-        settings = ev.settings(pending)
-        request = ResetEpisode.Request(task_id=episode.task_id, seed=episode.seed, perturbation=episode.perturbation,
-                                       episode=pending.number, max_steps=ev.cfg.max_steps or 0,
-                                       render_profile=settings.render_profile, image_size=settings.image_size,
-                                       render_images=settings.render_images)
-        self.get_logger().info(f"[{ev.finished + ev.failed + 1}/{len(ev.todo) + ev.finished + ev.failed + 1}] "
-                               f"episode {pending.number}: {episode}")
-        self.deadline = time.monotonic() + self.get_parameter("reset_timeout_s").value
-        future = self.reset_client.call_async(request)
-        future.add_done_callback(lambda f, p=pending: self.on_reset(p, f))
-
-    def on_reset(self, pending, future):
-        if pending is not self.pending:
-            return
+        future = Future()
+        timer = self.create_timer(seconds, lambda: future.done() or future.set_result(True))
         try:
-            response = future.result()
-        except Exception as exc:
-            response = None
-            message = repr(exc)
-        if response is None or not response.ok:
-            self.evaluation.fail(pending, response.message if response is not None else message)
-            self.pending = None
-            return
-        pending.reset = {"task": response.task, "max_steps": int(response.max_steps),
-                         "perturbation_applied": response.perturbation_applied}
-        self._progress()
-        self.maybe_finish()
+            await future
+        finally:
+            self.destroy_timer(timer)
 
-    def on_state(self, msg: SimState):
-        p = self.pending
-        if p is None or msg.episode != p.number:
-            return
-        self._progress()
-        if msg.done:
-            p.final = {"success": bool(msg.success), "steps": int(msg.step)}
-            self.maybe_finish()
+    async def run_goal(self, goal, timeout_s: float):
+        """The record the policy node returns for `goal`, or None if none comes within `timeout_s`."""
+        request = RunEpisode.Goal(
+            episode=goal.episode, policy=goal.key.policy, policy_type=goal.policy_type,
+            policy_options=key_values(goal.policy_options), task_id=goal.key.task_id,
+            perturbation=goal.key.perturbation, mode=goal.key.mode, seed=goal.key.seed, view=goal.view,
+            context_style=goal.context_style, graph_source=goal.graph_source, max_steps=goal.max_steps,
+            suite=goal.suite, suite_options=key_values(goal.suite_options), render_images=goal.render_images)
+        deadline = self.get_clock().now().nanoseconds + int(timeout_s * 1e9)
+        sent = self.client.send_goal_async(request)
+        while not sent.done():
+            if self.get_clock().now().nanoseconds > deadline:
+                return None
+            await self.sleep(0.05)
+        handle = sent.result()
+        if not handle.accepted:
+            from sgvla.core.episode import EpisodeRecord as Record
 
-    def on_report(self, msg: PolicyReport):
-        p = self.pending
-        if p is None or msg.episode != p.number:
-            return
-        if msg.error:
-            self.evaluation.fail(p, f"policy: {msg.error}")
-            self.pending = None
-            return
-        from sgvla.core.protocols import PromptBudget
+            return Record(*goal.key, success=False, steps=0, max_steps=goal.max_steps, wall_time_s=0.0,
+                          infra_failure="the policy node rejected the goal (busy with another episode)")
+        result = handle.get_result_async()
+        while not result.done():
+            if self.get_clock().now().nanoseconds > deadline:
+                handle.cancel_goal_async()
+                return None
+            await self.sleep(0.05)
+        return record_of(result.result().result.record)
 
-        budget = None
-        if msg.has_budget:
-            budget = PromptBudget(int(msg.prompt_tokens), None if msg.prompt_budget < 0 else int(msg.prompt_budget),
-                                  int(msg.triplets_total), int(msg.triplets_kept))
-        p.report = {"prompt": msg.prompt, "budget": budget, "triplets_in_prompt": int(msg.triplets_in_prompt),
-                    "graph_triplets": int(msg.graph_triplets), "visible_objects": list(msg.visible_objects),
-                    "context_s": msg.context_ms_per_step * max(int(msg.steps_acted) - 1, 1) / 1000,
-                    "decision": json.loads(msg.decision_json or "{}")}
-        self._progress()
-        self.maybe_finish()
+    def header(self):
+        from std_msgs.msg import Header
 
-    def _progress(self):
-        if self.pending is not None and self.pending.reset is not None:
-            self.deadline = time.monotonic() + self.get_parameter("step_timeout_s").value
-
-    def maybe_finish(self):
-        p = self.pending
-        if p is None or p.reset is None or p.final is None or p.report is None:
-            return
-        record = self.evaluation.finish(p)
-        self.pending = None
-        result = EpisodeResult(policy=record["policy"], task_id=record["task_id"], perturbation=record["perturbation"],
-                               mode=record["mode"], seed=record["seed"], success=record["success"],
-                               steps=record["steps"], wall_time_s=float(record["wall_time_s"]),
-                               failure_reason=record["failure_reason"])
-        result.header.stamp = self.get_clock().now().to_msg()
-        self.result_pub.publish(result)
-        self.get_logger().info(f"episode {p.number}: success={record['success']} steps={record['steps']} "
-                               f"wall={record['wall_time_s']} s")
+        return Header(stamp=self.get_clock().now().to_msg())
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -196,8 +150,7 @@ class Evaluator(Node):
             self.get_logger().info(f"records: {ev.results.path} ({ev.finished} new, {ev.failed} failed); "
                                    + ", ".join(f"{k}: {v}" for k, v in paths.items()))
         self.exit_code = code
-        for pub in (self.result_pub, self.spec_pub):  # delivered (e.g. to a recorder) before this node goes
-            pub.wait_for_all_acked(Duration(seconds=2.0))
+        self.result_pub.wait_for_all_acked(Duration(seconds=2.0))  # delivered (e.g. to a recorder) first
         raise NodeExit(code)
 
     def write_graph(self, path: Path):

@@ -91,7 +91,7 @@ class SimBridge(Node):
         response.task = state.task
         response.camera_names = list(state.observation.images) or list(backend.camera_intrinsics())
         response.max_steps = state.max_steps
-        facts = {**backend.record_facts(), **suite.record_facts()}
+        facts = backend.record_facts()
         response.perturbation_applied = facts.pop("perturbation_applied", "none")
         response.episode_facts = key_values(facts)
         self.task_pub.publish(String(data=state.task))

@@ -17,6 +17,7 @@ from collections import OrderedDict
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import Image, JointState
@@ -92,8 +93,10 @@ class VLAPolicy(Node):
         self.create_subscription(JointState, "joint_states", lambda m: self.on_input("joints", m), QOS["control"])
         self.create_subscription(PoseStamped, "eef_pose", lambda m: self.on_input("eef", m), QOS["control"])
         self.reset_client = self.create_client(ResetEpisode, "reset_episode")
+        # An episode is one coroutine; in a group of its own it never blocks the inputs it awaits.
         self.server = ActionServer(self, RunEpisode, "run_episode", execute_callback=self.execute,
-                                   goal_callback=self.on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT)
+                                   goal_callback=self.on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT,
+                                   callback_group=ReentrantCallbackGroup())
         self.busy = False
         self.view = ""
         self.get_logger().info(f"ready ({'lock-step' if self.lockstep else 'free-running'})")

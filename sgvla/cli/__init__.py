@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     else:  # the overview (help, errors) lists every command; --version needs none of them
         parser = build_parser("" if argv[:1] == ["--version"] else None)
     args = parser.parse_args(argv)
+    import sgvla.plugins  # noqa: F401  (plans name registered suites, policies, graph sources, context modes)
+
     if args.command is None:
         parser.print_help()
         return 2

@@ -99,6 +99,15 @@ def to_mapping(obj: Any) -> Any:
     return obj
 
 
+def _with_default_type(value: Any, hint: Any, f: dataclasses.Field) -> Any:
+    """Options of a registered-choice field given without `type` keep the field's default choice."""
+    if Choice.is_kind(hint) and isinstance(value, Mapping) and "type" not in value:
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if isinstance(default, Choice):
+            return {"type": default.type, **value}
+    return value
+
+
 def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -> T:
     """Build dataclass `cls` from a mapping; nested dataclasses and lists are converted too."""
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
@@ -106,6 +115,7 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
     hints = typing.get_type_hints(cls)
+    data = {k: _with_default_type(v, hints[k], fields[k]) for k, v in data.items()}
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     try:
         return cls(**kwargs)

@@ -34,6 +34,8 @@ from sgvla.scene_graph import Ontology, ViewGraph
 class InfrastructureFailure(RuntimeError):
     """The machinery failed (graph source, simulator, node, worker), not the policy: the episode has no result."""
 
+    kind = "infrastructure"  # how results files classify it (sgvla.eval.results.InfraFailures)
+
 
 class EpisodeKey(NamedTuple):
     """What identifies an episode in a plan and in a results file: each is run (and recorded) once."""

@@ -20,24 +20,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+
+from sgvla.core.episode import EpisodeKey
 
 log = logging.getLogger(__name__)
 RESULTS = "episodes.jsonl"
 INFRA_FAILURES = "infra_failures.jsonl"
-
-
-class EpisodeKey(NamedTuple):
-    policy: str
-    task_id: int
-    perturbation: str
-    mode: str
-    seed: int
-
-    @classmethod
-    def of(cls, record: dict) -> "EpisodeKey":
-        return cls(record["policy"], int(record["task_id"]), record["perturbation"], record["mode"],
-                   int(record["seed"]))
 
 
 class CorruptRecords(ValueError):

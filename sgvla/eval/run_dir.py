@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from sgvla.core.config import to_mapping
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.results import INFRA_FAILURES, RESULTS, InfraFailures, ResultsFile, open_records
 
@@ -47,17 +48,17 @@ class RunDirError(ValueError):
 
 
 def stored_settings(cfg: EvalConfig) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """The plan as plain data, registered choices with their `type` (what `config.yaml` holds)."""
+    return to_mapping(cfg)
 
 
 def client_settings(cfg: EvalConfig) -> dict[str, Any] | None:
     """The VLM client as this plan resolves it (the file behind `vlm_client` can change), with the prompt."""
-    if cfg.graph_source != "vlm":
+    if cfg.graph_source.type != "vlm":
         return None
-    from sgvla.vlm.config import load_client_config
     from sgvla.vlm.prompts import load_prompt
 
-    client = load_client_config(cfg.vlm_client)
+    client = cfg.graph_source.client_config()
     return {"type": client.type, **dataclasses.asdict(client), "prompt": load_prompt().label}
 
 
@@ -77,7 +78,9 @@ def plan_differences(old: dict[str, Any], new: dict[str, Any], harmless: frozens
             continue
         before = old.get(key, defaults.get(key, missing))
         after = new.get(key, missing)
-        if before != after:
+        if isinstance(before, dict) and isinstance(after, dict) and before.get("type") == after.get("type"):
+            diffs += plan_differences(before, after, frozenset(), prefix=f"{prefix}{key}.")  # a choice's options
+        elif before != after:
             show = lambda v: "(not set)" if v is missing else _show(v)  # noqa: E731
             diffs.append(f"{prefix}{key}: {show(before)} -> {show(after)}")
     return diffs

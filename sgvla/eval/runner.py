@@ -35,126 +35,93 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from tqdm import tqdm  # noqa: E402
 
-from sgvla.eval.config import LEARNED, EvalConfig  # noqa: E402
-from sgvla.eval.graph_source import GraphSourceError  # noqa: E402
-from sgvla.eval.loop import Episode, EpisodeRunner  # noqa: E402
-from sgvla.eval.results import INFRA_FAILURES, EpisodeKey, open_records  # noqa: E402
+from sgvla.core.context import ContextMode  # noqa: E402
+from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure  # noqa: E402
+from sgvla.eval.config import EvalConfig  # noqa: E402
+from sgvla.eval.loop import run_episode  # noqa: E402
+from sgvla.eval.results import INFRA_FAILURES, open_records  # noqa: E402
 from sgvla.eval.run_dir import RunDir  # noqa: E402
-from sgvla.policies import scripted  # noqa: E402,F401  (registers the scripted policies)
-from sgvla.policies.registry import PolicySpec, make_policy_from_spec  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
 
 log = logging.getLogger(__name__)
-__all__ = ["LEARNED", "plan", "policy_name", "run_plan", "validate", "Worker"]
+__all__ = ["plan", "run_plan", "validate", "Worker"]
 
 
 class WorkerSetupError(RuntimeError):
     """A worker could not build its simulator, policies or VLM: no episode can run."""
 
 
-def policy_name(spec: PolicySpec) -> str:
-    return spec.name or (spec.type if not spec.path else f"{spec.type}:{Path(spec.path).name}")
-
-
-def plan(cfg: EvalConfig) -> list[Episode]:
+def plan(cfg: EvalConfig) -> list[EpisodeKey]:
     """Matched order: for each task and seed, every mode and policy back to back."""
-    return [Episode(policy_name(p), task, cfg.perturbations, mode, seed)
+    return [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
             for task in cfg.tasks for seed in cfg.seeds for mode in cfg.modes for p in cfg.policies]
 
 
 class Worker:
-    """Simulators and policies of one process, reused across the episodes it runs."""
+    """The simulator (one task's at a time), graph source and policies of one process, reused across the
+    episodes it runs. Everything comes from the plan's registered choices: the suite builds the backend, the
+    graph source its source, each policy config its policy."""
 
     def __init__(self, cfg: EvalConfig):
         self.cfg = cfg
         self.ontology = load_ontology(cfg.ontology)
-        self.specs = {policy_name(p): p for p in cfg.policies}
-        self.needs_images = cfg.needs_images
-        self.vlm = self._make_vlm() if cfg.graph_source == "vlm" else None
-        self._runner: EpisodeRunner | None = None  # one task's simulator at a time
-        self._runner_task: int | None = None
+        self.configs = {p.display_name: p for p in cfg.policies}
+        self.backend = self.source = None
+        self._task: int | None = None
         self._policies: dict = {}
 
-    def runner(self, task_id: int) -> EpisodeRunner:
-        if self._runner is None or self._runner_task != task_id:
-            self.close_runner()
-            self._runner = self._make_runner(task_id)
-            self._runner_task = task_id
-        return self._runner
+    def open(self, task_id: int):
+        """The backend of `task_id` (built when the task changes) and its graph source."""
+        if self.backend is None or self._task != task_id:
+            self.close_backend()
+            cfg = self.cfg
+            self.backend = cfg.suite.make_backend(task_id, cfg.perturbations, cfg.needs_images, cfg.max_steps)
+            self.source = cfg.graph_source.make(self.backend, self.ontology)
+            self._task = task_id
+        return self.backend
 
-    def close_runner(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            try:
-                runner.close()
-            except Exception:  # a crashed simulator may not close cleanly; a new one replaces it
-                log.warning("closing the simulator of task %s failed", self._runner_task, exc_info=True)
-
-    def _make_backend(self, task_id: int):
-        # The backend ends episodes at the plan's step limit too, not at its own default.
-        limit = {} if self.cfg.max_steps is None else {"max_steps": self.cfg.max_steps}
-        if self.cfg.suite == "so101_twin":
-            from sgvla.so101.twin.backend import TwinBackend
-
-            return TwinBackend(task_id, image_size=self.cfg.image_size, render_images=self.needs_images, **limit)
-        from sgvla.libero.env import make_backend
-
-        return make_backend(task_id, render_profile=self.cfg.render_profile, perturbation=self.cfg.perturbations,
-                            image_size=self.cfg.image_size, render_images=self.needs_images, **limit)
-
-    def _make_runner(self, task_id: int) -> EpisodeRunner:
-        backend = self._make_backend(task_id)
-        source = None
-        if self.vlm is not None:
-            from sgvla.eval.graph_source import VLMSource
-
-            source = VLMSource(self.vlm, self.cfg.vlm_rate_hz, self.cfg.vlm_max_graph_age_s)
-        video_dir = Path(self.cfg.output_dir) / "videos" if self.cfg.video else None
-        return EpisodeRunner(backend, self.ontology, self.cfg.view, self.cfg.context_style, self.cfg.max_steps,
-                             video_dir=video_dir, graph_source=source)
-
-    def _make_vlm(self):
-        from sgvla.vlm.config import load_client_config, make_vlm
-        from sgvla.vlm.prompts import load_prompt
-
-        return make_vlm(load_client_config(self.cfg.vlm_client), load_prompt(), self.ontology)
+    def close_backend(self) -> None:
+        backend, source, self.backend, self.source = self.backend, self.source, None, None
+        for part in (source, backend):
+            if part is not None:
+                try:
+                    part.close()
+                except Exception:  # a crashed simulator may not close cleanly; a new one replaces it
+                    log.warning("closing the simulator of task %s failed", self._task, exc_info=True)
 
     def policy(self, name: str):
         if name not in self._policies:
-            env_cfg = None
-            if self.specs[name].type in LEARNED:
-                from sgvla.policies.lerobot_vla import libero_env_config
-
-                env_cfg = libero_env_config(observation_height=self.cfg.image_size,
-                                            observation_width=self.cfg.image_size)
-            self._policies[name] = make_policy_from_spec(self.specs[name], ontology=self.ontology, env_cfg=env_cfg)
+            config = self.configs[name]
+            env_config = self.cfg.suite.lerobot_env_config() if config.learned else None
+            self._policies[name] = config.make(ontology=self.ontology, env_config=env_config)
         return self._policies[name]
 
-    def run(self, episode: Episode) -> dict:
-        """The episode's record; raises when its infrastructure fails (after dropping a simulator that may
-        be broken: the next episode builds a new one)."""
+    def episode(self, key: EpisodeKey) -> Episode:
+        """The engine for one episode of the plan, on the backend of its task."""
+        backend = self.open(key.task_id)
+        cfg = self.cfg
+        return Episode(key, self.policy(key.policy), ContextMode.choice(key.mode)(), self.source, self.ontology,
+                       view=cfg.view, max_steps=cfg.max_steps or backend.max_steps, style=cfg.context_style)
+
+    def run(self, key: EpisodeKey) -> dict:
+        """The episode's record (as results store it); raises when its infrastructure fails (after dropping a
+        simulator that may be broken: the next episode builds a new one)."""
         try:
-            runner = self.runner(episode.task_id)
-            record = runner.run(episode, self.policy(episode.policy))
-        except GraphSourceError:
-            raise  # the simulator is fine
+            record = run_episode(self.open(key.task_id), self.episode(key), self.video_dir)
+        except InfrastructureFailure:
+            raise  # the graph source failed; the simulator is fine
         except Exception:
-            self.close_runner()
+            self.close_backend()
             raise
-        perturbation = getattr(runner.backend, "perturbation", None)  # the twin has none
-        record["perturbation_applied"] = describe(perturbation) if perturbation is not None else "none"
-        record["render_profile"] = self.cfg.render_profile
-        return record
+        record.extra.update(self.cfg.suite.record_facts())
+        return record.to_json()
 
+    @property
+    def video_dir(self) -> Path | None:
+        return Path(self.cfg.output_dir) / "videos" if self.cfg.video else None
 
-def describe(p) -> str:
-    """A one-line summary of a task's perturbation for the episode record."""
-    parts = [f"remove {','.join(p.remove)}"] if p.remove else []
-    parts += [f"prompt '{p.prompt}'"] if p.prompt else []
-    parts += [f"cameras {','.join(p.cameras)}"] if p.cameras else []
-    parts += [f"{type(op).__name__.lower()} {op.a}<->{op.b}" if hasattr(op, "b") else f"move {op.object} by {list(op.by)}"
-              for op in p.poses]
-    return "; ".join(parts) or "none"
+    def close_runner(self) -> None:
+        self.close_backend()
 
 
 _worker: Worker | None = None
@@ -186,44 +153,29 @@ def _init_worker(cfg: EvalConfig, parent: int) -> None:
     atexit.register(_worker.close_runner)
 
 
-def _run_in_worker(episode: Episode) -> dict:
+def _run_in_worker(episode: EpisodeKey) -> dict:
     if _worker is None:
         raise WorkerSetupError(_setup_error)
     return _worker.run(episode)
 
 
 def validate(cfg: EvalConfig) -> None:
-    """Fail before the first episode on what the config alone cannot tell: policy types, perturbation files,
-    the VLM client (its file, its API key, the cameras it needs)."""
-    from sgvla.policies.registry import POLICY_REGISTRY
-
-    for spec in cfg.policies:
-        if spec.type not in POLICY_REGISTRY:
-            raise ValueError(f"unknown policy type {spec.type!r}; known types: {', '.join(sorted(POLICY_REGISTRY))}")
-    names = [policy_name(p) for p in cfg.policies]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two policies share a name in {names}; give them distinct `name`s")
-    if cfg.suite == "so101_twin":
+    """Fail before the first episode on what the config alone cannot tell: the VLM client (its file, its API
+    key, the cameras it needs)."""
+    if cfg.graph_source.type != "vlm":
         return
-    from sgvla.libero.perturbations import load_perturbations
+    from sgvla.vlm.prompts import canonical_camera, load_prompt
 
-    perturbations = load_perturbations(cfg.perturbations)
-    if cfg.graph_source == "vlm":
-        from sgvla.libero.env import DEFAULT_CAMERAS
-        from sgvla.vlm.config import load_client_config
-        from sgvla.vlm.prompts import canonical_camera, load_prompt
-
-        client = load_client_config(cfg.vlm_client, ontology=load_ontology(cfg.ontology))
-        client.check_environment()
-        described = load_prompt().cameras
-        if canonical_camera(cfg.view) not in described:
-            raise ValueError(f"graph_source=vlm: the VLM prompt describes the cameras {sorted(described)}, "
-                             f"not view {cfg.view!r}")
-        for task in cfg.tasks:
-            cameras = perturbations.for_task(task).cameras or DEFAULT_CAMERAS
-            if cfg.view not in cameras:
-                raise ValueError(f"graph_source=vlm reads the image of view {cfg.view!r}, which task {task} does not "
-                                 f"render under perturbations {cfg.perturbations!r} (its cameras: {list(cameras)})")
+    cfg.graph_source.client_config(load_ontology(cfg.ontology)).check_environment()
+    described = load_prompt().cameras
+    if canonical_camera(cfg.view) not in described:
+        raise ValueError(f"graph_source=vlm: the VLM prompt describes the cameras {sorted(described)}, "
+                         f"not view {cfg.view!r}")
+    for task in cfg.tasks:
+        cameras = cfg.suite.cameras_of(task, cfg.perturbations)
+        if cfg.view not in cameras:
+            raise ValueError(f"graph_source=vlm reads the image of view {cfg.view!r}, which task {task} does not "
+                             f"render under perturbations {cfg.perturbations!r} (its cameras: {list(cameras)})")
 
 
 @dataclass
@@ -243,14 +195,14 @@ class RunSummary:
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
-    if isinstance(exc, GraphSourceError):
-        return "graph_source", str(exc)
+    if isinstance(exc, InfrastructureFailure):
+        return exc.kind, str(exc)
     if isinstance(exc, BrokenProcessPool):
         return "worker_lost", f"the worker process running it died ({exc})"
     return "error", f"{type(exc).__name__}: {exc}"
 
 
-def _in_process(cfg: EvalConfig, todo: list[Episode], stop: Callable[[], bool]) -> Iterator:
+def _in_process(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool]) -> Iterator:
     try:
         worker = Worker(cfg)
     except Exception as e:
@@ -268,7 +220,7 @@ def _in_process(cfg: EvalConfig, todo: list[Episode], stop: Callable[[], bool]) 
         worker.close_runner()
 
 
-def _in_pool(cfg: EvalConfig, todo: list[Episode], stop: Callable[[], bool]) -> Iterator:
+def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool]) -> Iterator:
     """Episodes on `cfg.workers` processes, one each at a time, so a lost worker costs only the episodes then
     running; those are reported as `BrokenProcessPool` and a new pool runs the rest."""
     queue = deque(todo)
@@ -314,15 +266,11 @@ def _in_pool(cfg: EvalConfig, todo: list[Episode], stop: Callable[[], bool]) -> 
             pool.shutdown(wait=finished, cancel_futures=True)
 
 
-def episode_key(e: Episode) -> EpisodeKey:
-    return EpisodeKey(e.policy, e.task_id, e.perturbation, e.mode, e.seed)
-
-
 def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> RunSummary:
     """Run what is missing of the plan (see the module docstring)."""
     with RunDir.open(cfg, new_run=new_run) as run:
         results, infra = run.results, run.infra
-        keys = {episode_key(e): e for e in plan(cfg)}
+        keys = {k: k for k in plan(cfg)}
         todo = [e for k, e in keys.items() if k not in results]
         bar = tqdm(total=len(keys), initial=len(keys) - len(todo), desc=cfg.name, unit="ep", disable=not progress)
         wins: Counter = Counter()
@@ -340,10 +288,10 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
                 else:
                     kind, reason = _classify(outcome)
                     trace = "".join(traceback.format_exception(outcome))[-4000:] if kind == "error" else None
-                    infra.add(episode_key(episode), kind, reason, **({"traceback": trace} if trace else {}))
+                    infra.add(episode, kind, reason, **({"traceback": trace} if trace else {}))
                     counts["infra"] += 1
                     log.warning("episode %s: infrastructure failure, not a result (%s); recorded in %s, the next run "
-                                "of this plan retries it", tuple(episode_key(episode)), reason, INFRA_FAILURES)
+                                "of this plan retries it", tuple(episode), reason, INFRA_FAILURES)
                     if cfg.on_infra_failure == "stop" and not stopped:
                         stopped = f"on_infra_failure=stop, after an infrastructure failure: {reason}"
                 bar.set_postfix({**{m: wins[m] for m in cfg.modes}, **({"infra": counts["infra"]} if counts["infra"]

@@ -40,8 +40,14 @@ class SuiteConfig(Choice, kind="suite"):
         if valid is not None and name not in valid:
             raise ValueError(f"perturbations {name!r} are not supported by the {self.type} suite; it supports {valid}")
 
-    def make_backend(self, task_id: int, perturbation: str, render_images: bool) -> Backend:
+    def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None
+                     ) -> Backend:
+        """The backend of one task; it ends episodes at `max_steps` (None: the suite's limit)."""
         raise NotImplementedError
+
+    def cameras_of(self, task_id: int, perturbation: str) -> tuple[str, ...]:
+        """The cameras a task renders under a perturbation (the views whose images exist)."""
+        return self.views
 
     def record_facts(self) -> dict[str, Any]:
         """Settings every episode record of this suite carries (e.g. the render profile)."""

@@ -72,13 +72,17 @@ class Topic:
 TOPICS = (
     Topic("/clock", "rosgraph_msgs/msg/Clock", "clock", "", ("sim_bridge",), (),
           "simulation time: control steps x the control period, monotonic across episodes"),
-    Topic("sim/state", "sgvla_interfaces/msg/SimState", "control", "world", ("sim_bridge",),
-          ("scene_graph", "vla_policy", "evaluator"),
-          "privileged state per step, bit-exact (SceneState, goal, robot state), success and done"),
+    Topic("sim/status", "sgvla_interfaces/msg/StepStatus", "control", "", ("sim_bridge",), ("vla_policy",),
+          "per (episode, step): success, done, the step limit, the prompt; an environment error ends the episode"),
+    Topic("sim/scene", "sgvla_interfaces/msg/SceneState", "control", "world", ("sim_bridge",),
+          ("scene_graph", "vla_policy"), "privileged, optional: objects, their geometry, cameras, end effector and "
+                                         "goal per (episode, step), float64 throughout; scripted policies read it"),
+    Topic("joint_states", "sensor_msgs/msg/JointState", "control", "", ("sim_bridge",), ("vla_policy",),
+          "arm joints and gripper fingers: position, velocity (learned policies' robot state)"),
+    Topic("eef_pose", "geometry_msgs/msg/PoseStamped", "control", "world", ("sim_bridge",), ("vla_policy",),
+          "the end effector by forward kinematics (learned policies' robot state)"),
     Topic("action", "sgvla_interfaces/msg/Action", "control", "", ("vla_policy",), ("sim_bridge",),
           "the policy's action for (episode, step); lock-step advances on it"),
-    Topic("joint_states", "sensor_msgs/msg/JointState", "reliable", "", ("sim_bridge",), (),
-          "arm joints and gripper fingers: position, velocity"),
     Topic("objects", "sgvla_interfaces/msg/ObjectStates", "reliable", "world", ("sim_bridge",), (),
           "object positions and world-aligned bounding boxes"),
     Topic("task", "std_msgs/msg/String", "latched", "", ("sim_bridge",), (),
@@ -99,25 +103,24 @@ TOPICS = (
           ("scene_graph",), (), "the camera image with boxes and the manipulated object's triplets drawn"),
     Topic("prompt", "sgvla_interfaces/msg/PromptContext", "reliable", "", ("vla_policy",), (),
           "the composed prompt, when it changes"),
-    Topic("policy/report", "sgvla_interfaces/msg/PolicyReport", "control", "", ("vla_policy",), ("evaluator",),
-          "per episode: prompt token budget use, triplets shown and kept, the policy's decision"),
-    Topic("eval/episode", "sgvla_interfaces/msg/EpisodeSpec", "control", "", ("evaluator",), ("vla_policy",),
-          "the next episode: policy, mode, view, context style"),
-    Topic("eval/result", "sgvla_interfaces/msg/EpisodeResult", "reliable", "", ("evaluator",), (),
-          "per finished episode: success, steps, wall time"),
-    Topic("reset_episode", "sgvla_interfaces/srv/ResetEpisode", "service", "", ("sim_bridge",), ("evaluator",),
-          "service: reset (task, seed, perturbation, simulator settings) for an episode number"),
+    Topic("eval/result", "sgvla_interfaces/msg/EpisodeRecord", "reliable", "", ("evaluator",), (),
+          "per finished episode: its record (a result, or an infrastructure failure)"),
+    Topic("run_episode", "sgvla_interfaces/action/RunEpisode", "action", "", ("vla_policy",), ("evaluator",),
+          "action: goal = the episode spec (policy and options, task, perturbation, mode, seed, suite), feedback = "
+          "the step, result = the episode's record"),
+    Topic("reset_episode", "sgvla_interfaces/srv/ResetEpisode", "service", "", ("sim_bridge",), ("vla_policy",),
+          "service: reset (suite and options, task, perturbation, seed) for an episode number"),
 )
 
 
 NODE_ROLES = {
-    "sim_bridge": "owns the LIBERO simulator (the SO101 twin runs as so101_twin, hardware launch): state, images, "
-                  "clock; steps on actions (lock-step or free-running); serves reset_episode",
-    "scene_graph": "live ground-truth graph per camera from the state; serialized context; overlays",
-    "vla_policy": "composes the prompt per context mode, runs the policy (scripted or LeRobot VLA), publishes "
-                  "actions and its prompt token budget use",
-    "evaluator": "runs the plan of `sgvla eval` over the graph: reset, watch success and step limits, write the "
-                 "same JSONL records and report",
+    "sim_bridge": "owns a simulated suite's backend (LIBERO; from the reset's registered suite): robot state, "
+                  "images, clock, step status, the privileged scene; steps on actions (lock-step or free-running); "
+                  "serves reset_episode",
+    "scene_graph": "live ground-truth graph per camera from the scene; serialized context; overlays",
+    "vla_policy": "serves run_episode: resets the environment and steps the episode engine (prompt per context "
+                  "mode, the policy: scripted or LeRobot VLA) from the topics; returns the record",
+    "evaluator": "runs the plan of `sgvla eval` as run_episode goals and writes the same JSONL records and report",
     "bag_recorder": "with `--record`: every topic into a rosbag2 folder (MCAP)",
     "vlm_query": "camera image in, SceneGraph (source=vlm) out (not in sim_eval yet)",
 }
@@ -197,7 +200,8 @@ def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand"), 
 
 
 def subscriber_counts(nodes: tuple[NodeSpec, ...], topics: tuple[str, ...]) -> list[str]:
-    """`topic:n` for the evaluator's start condition: n subscriptions the plan's nodes make to the topic."""
+    """`topic:n` for the evaluator's start condition: n subscriptions the plan's nodes make to the topic (a
+    recorder included: it must see the first episode's messages too)."""
     names = {n.executable for n in nodes}
     out = []
     for t in TOPICS:
@@ -288,8 +292,7 @@ def _sim_eval(a: dict[str, str]) -> Plan:
     ]
     if record:
         nodes.append(NodeSpec("bag_recorder", "bag_recorder", {"output": str(Path(record).expanduser().absolute())}))
-    waits = subscriber_counts(tuple(nodes) + (NodeSpec("evaluator", "evaluator"),),
-                              ("sim/state", "action", "eval/episode", "policy/report"))
+    waits = subscriber_counts(tuple(nodes), ("sim/status", "sim/scene", "action"))
     nodes.append(NodeSpec("evaluator", "evaluator", {
         "config": str(resolve_data_path(a["eval_config"])), "overrides": a["eval_overrides"],
         "output_dir": str(Path(a["output_dir"]).expanduser().absolute()) if a["output_dir"] else "",

@@ -12,6 +12,8 @@ from sgvla.core.state import RobotState
 from sgvla.eval.suite import SuiteConfig
 from sgvla.libero.perturbations import CAMERAS
 
+DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")  # what LeRobot's LIBERO env renders
+
 IMAGE_SIZES = (32, 1024)  # pixels, inclusive: what the renderer was run at (policies are trained at 128-256)
 
 
@@ -38,11 +40,17 @@ class LiberoSpatialSuite(SuiteConfig):
 
         load_perturbations(name)  # a clear error naming the file and the available ones
 
-    def make_backend(self, task_id: int, perturbation: str, render_images: bool):
+    def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None):
         from sgvla.libero.env import make_backend
 
+        limit = {} if max_steps is None else {"max_steps": max_steps}
         return make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
-                            image_size=self.image_size, render_images=render_images)
+                            image_size=self.image_size, render_images=render_images, **limit)
+
+    def cameras_of(self, task_id: int, perturbation: str) -> tuple[str, ...]:
+        from sgvla.libero.perturbations import load_perturbations
+
+        return load_perturbations(perturbation).for_task(task_id).cameras or DEFAULT_CAMERAS
 
     def record_facts(self) -> dict[str, Any]:
         return {"render_profile": self.render_profile}

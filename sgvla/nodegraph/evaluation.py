@@ -1,29 +1,27 @@
-"""The evaluator node's bookkeeping, ROS-free: the plan of `sgvla eval`, resumable results, records.
+"""The evaluator node's bookkeeping, ROS-free: the plan of `sgvla eval`, episode goals, resumable results.
 
-The node runs `plan(cfg)` in order (what `run_plan` does with one worker), skipping episodes already in
-the run's `episodes.jsonl`, and writes the same files: `config.yaml`, `episodes.jsonl`,
-`infra_failures.jsonl` (episodes the node graph failed to run: retried by the next run) and the report.
-It takes the output folder as `sgvla eval` does (`RunDir`: locked, one plan per folder).
+The node sends `plan(cfg)` in order (what `run_plan` does with one worker) as `run_episode` goals, skipping
+episodes already in the run's `episodes.jsonl`, and writes the same files from the records the policy node
+returns: `config.yaml`, `episodes.jsonl`, `infra_failures.jsonl` (episodes whose machinery failed: retried by
+the next run) and the report. It takes the output folder as `sgvla eval` does (`RunDir`: locked, one plan per
+folder).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import shlex
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sgvla.core.config import to_mapping
+from sgvla.core.episode import EpisodeKey, EpisodeRecord
 from sgvla.eval.config import EvalConfig
-from sgvla.eval.loop import Episode
-from sgvla.eval.results import EpisodeKey
 from sgvla.eval.run_dir import RunDir
-from sgvla.eval.runner import plan, policy_name, validate
-from sgvla.nodegraph.episode import EpisodeSpec, SimSettings, episode_record
+from sgvla.eval.runner import plan, validate
 from sgvla.paths import resolve_data_path
 
 log = logging.getLogger(__name__)
@@ -54,23 +52,27 @@ def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> 
         items["output_dir"] = output_dir
     cfg = load_config(EvalConfig, resolve_data_path(config), items)
     validate(cfg)
-    if cfg.graph_source != "ground_truth":
-        raise ValueError(f"graph_source={cfg.graph_source!r} is not wired into the node graph yet (the scene_graph "
-                         "node publishes ground truth); use graph_source=ground_truth or `sgvla eval`")
+    if cfg.graph_source.type != "ground_truth":
+        raise ValueError(f"graph_source={cfg.graph_source.type!r} is not wired into the node graph yet (the "
+                         "scene_graph node publishes ground truth); use graph_source=ground_truth or `sgvla eval`")
     return cfg
 
 
-@dataclass
-class Pending:
-    """The episode in flight."""
+@dataclass(frozen=True)
+class Goal:
+    """One episode as the `run_episode` action's goal carries it (sgvla_interfaces/action/RunEpisode)."""
 
-    number: int
-    episode: Episode
-    spec: EpisodeSpec
-    started: float
-    reset: dict[str, Any] | None = None  # the sim_bridge's reset answer
-    final: dict[str, Any] | None = None  # success, steps of the last state
-    report: dict[str, Any] | None = None  # the policy node's report
+    episode: int  # the episode counter: every message of the episode carries it
+    key: EpisodeKey
+    policy_type: str
+    policy_options: dict[str, Any]
+    view: str
+    context_style: str
+    graph_source: str
+    max_steps: int  # 0: the environment's limit
+    suite: str
+    suite_options: dict[str, Any]
+    render_images: bool
 
 
 class TopicEvaluation:
@@ -81,49 +83,42 @@ class TopicEvaluation:
         self.run_dir = RunDir.open(cfg)  # held (locked) for the life of this process
         self.out = self.run_dir.path
         self.results = self.run_dir.results
-        self.specs = {policy_name(p): p for p in cfg.policies}
-        self.todo = [e for e in plan(cfg) if EpisodeKey(*dataclasses.astuple(e)) not in self.results]
+        self.configs = {p.display_name: p for p in cfg.policies}
+        self.todo = [k for k in plan(cfg) if k not in self.results]
         self.total = len(plan(cfg))
         self.failed = 0
         self.finished = 0
         self.next_number = first_episode_number
-        self.render_images = cfg.needs_images  # as Worker: the simulator renders only when images are needed
         if cfg.workers > 1:
-            log.info("workers=%d: over topics one sim_bridge runs the episodes one after another", cfg.workers)
+            log.info("workers=%d: over topics one environment node runs the episodes one after another", cfg.workers)
 
-    def start_next(self) -> Pending | None:
+    def next_goal(self) -> Goal | None:
         if not self.todo:
             return None
-        episode = self.todo.pop(0)
-        number = self.next_number
-        self.next_number += 1
+        key = self.todo.pop(0)
+        number, self.next_number = self.next_number, self.next_number + 1
         cfg = self.cfg
-        spec = EpisodeSpec(number, self.specs[episode.policy], episode.policy, episode.task_id, episode.perturbation,
-                           episode.mode, episode.seed, cfg.image_size, cfg.view, cfg.context_style, cfg.graph_source)
-        return Pending(number, episode, spec, time.perf_counter())
+        policy = to_mapping(self.configs[key.policy])
+        suite = to_mapping(cfg.suite)
+        return Goal(number, key, policy.pop("type"), policy, cfg.view, cfg.context_style, cfg.graph_source.type,
+                    cfg.max_steps or 0, suite.pop("type"), suite, cfg.needs_images)
 
-    def settings(self, pending: Pending) -> SimSettings:
-        return SimSettings(pending.episode.task_id, pending.episode.perturbation, self.cfg.render_profile,
-                           self.cfg.image_size, self.render_images)
-
-    def finish(self, pending: Pending) -> dict[str, Any]:
-        """Write the record of a finished episode (reset, final state and report all in)."""
-        reset, final = pending.reset, pending.final
-        record = episode_record(
-            pending.episode, success=final["success"], steps=final["steps"], max_steps=reset["max_steps"],
-            wall_s=time.perf_counter() - pending.started, task=reset["task"], view=self.cfg.view,
-            graph_source=self.cfg.graph_source, render_profile=self.cfg.render_profile,
-            perturbation_applied=reset["perturbation_applied"], report=pending.report)
-        self.results.append(record)
+    def finish(self, record: EpisodeRecord) -> dict[str, Any]:
+        """Keep the record the policy node returned: a result, or an infrastructure failure (retried next run)."""
+        if record.infra_failure:
+            self.fail(record.key, record.infra_failure)
+            return {}
+        record.extra.update(self.cfg.suite.record_facts())
+        data = record.to_json()
+        self.results.append(data)
         self.finished += 1
-        return record
+        return data
 
-    def fail(self, pending: Pending, reason: str) -> None:
+    def fail(self, key: EpisodeKey, reason: str) -> None:
         """An episode the node graph could not run: an infrastructure failure, retried by the next run."""
         self.failed += 1
-        key = EpisodeKey(*dataclasses.astuple(pending.episode))
         self.run_dir.infra.add(key, "node_graph", reason)
-        log.error("episode %s: infrastructure failure, not a result (%s); the next run retries it", pending.episode,
+        log.error("episode %s: infrastructure failure, not a result (%s); the next run retries it", tuple(key),
                   reason)
 
     def write_report(self) -> dict[str, Path]:

@@ -95,3 +95,11 @@ class AnyLeRobotConfig(LeRobotPolicyConfig):
 def policy_config(type: str, **options: Any) -> PolicyConfig:
     """A registered policy config by type name (a clear error listing the types otherwise)."""
     return PolicyConfig.choice(type)(**options)
+
+
+def make_policy(type: str, ontology: Ontology | None = None, env_config: Any = None, **options: Any) -> Policy:
+    """`policy_config(type, **options).make(...)`; the ontology defaults to LIBERO-Spatial's."""
+    from sgvla.scene_graph import load_ontology
+
+    return policy_config(type, **options).make(ontology=ontology or load_ontology("libero_spatial"),
+                                               env_config=env_config)

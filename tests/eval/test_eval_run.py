@@ -10,21 +10,23 @@ import time
 import cv2
 import pytest
 
+import sgvla.plugins  # noqa: F401
 from sgvla.cli import main
+from sgvla.core.config import from_mapping
+from sgvla.core.episode import EpisodeKey
 from sgvla.eval.config import EvalConfig
-from sgvla.eval.results import EpisodeKey, ResultsFile
+from sgvla.eval.results import ResultsFile
 from sgvla.eval.runner import plan, run_plan
-from sgvla.policies.registry import PolicySpec
 
 pytestmark = pytest.mark.sim
 ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
 
 
 def small_config(out, **kw) -> EvalConfig:
-    base = dict(name="t", policies=[PolicySpec(type="prompt_grounded")], tasks=[0], perturbations="table7",
-                modes=["standard", "scene_graph"], episodes=1, render_profile="fast", image_size=64, max_steps=15,
-                workers=1, output_dir=str(out))
-    return EvalConfig(**{**base, **kw})
+    base = dict(name="t", suite={"type": "libero_spatial", "render_profile": "fast", "image_size": 64},
+                policies=[{"type": "prompt_grounded"}], tasks=[0], perturbations="table7",
+                modes=["standard", "scene_graph"], episodes=1, max_steps=15, workers=1, output_dir=str(out))
+    return from_mapping(EvalConfig, {**base, **kw})
 
 
 def test_records_carry_settings_prompt_and_grounding(tmp_path):
@@ -49,7 +51,7 @@ def test_records_carry_settings_prompt_and_grounding(tmp_path):
 def test_killed_run_resumes_with_every_episode_once(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "sgvla.cli", "eval", "--quiet", "--out", str(out), "tasks=[0]", "episodes=3",
-           "max_steps=15", "image_size=64", "render_profile=fast", "workers=1", "perturbations=table7",
+           "max_steps=15", "suite.image_size=64", "suite.render_profile=fast", "workers=1", "perturbations=table7",
            "policies=[{type: prompt_grounded}]"]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     episodes = out / "episodes.jsonl"
@@ -63,37 +65,41 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     rerun = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     keys = [EpisodeKey.of(json.loads(line)) for line in episodes.read_text().splitlines()]
-    expected = [EpisodeKey(*(e.policy, e.task_id, e.perturbation, e.mode, e.seed)) for e in plan(
-        small_config(out, episodes=3))]
+    expected = plan(small_config(out, episodes=3))
     assert sorted(keys) == sorted(expected) and len(set(keys)) == len(keys)
     assert "| 0 | table7 |" in rerun.stdout and (out / "table.csv").is_file() and (out / "success.png").is_file()
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["tasks=[12]"], "unknown task id"), (["modes=[graphs]"], "unknown mode"), (["perturbations=nope"], "nope"),
-    (["colour=red"], "unknown key(s) colour"), (["policies=[{type: gpt}]"], "unknown policy type 'gpt'"),
+    (["tasks=[12]"], "unknown task id"), (["modes=[graphs]"], "unknown context mode 'graphs'; choose from ["),
+    (["perturbations=nope"], "nope"), (["colour=red"], "unknown key(s) colour"),
+    (["policies=[{type: gpt}]"], "unknown policy 'gpt'; choose from ['act', "),
+    (["suite=nope"], "unknown suite 'nope'; choose from ['libero_spatial', 'so101_twin']"),
+    (["graph_source=nope"], "unknown graph source 'nope'; choose from ['ground_truth', 'vlm']"),
     (["episodes"], "not of the form key=value"),
     # Every enumerated or bounded setting, at load, with the valid values; nothing silently replaced.
     (["max_steps=0"], "max_steps must be >= 1, got 0 (leave it out, or null, for the suite's limit)"),
     (["seed_offset=-5"], "seed_offset must be >= 0, got -5"),
-    (["render_profile=bogus"], "unknown render_profile 'bogus'; choose from ['reference', 'fast']"),
-    (["view=nosuch"], "unknown view 'nosuch'; choose from ['agentview', 'robot0_eye_in_hand', 'frontview', "),
-    (["image_size=0"], "image_size must be within 32..1024 pixels, got 0"),
-    (["modes=[standard]", "context_style=bogus"], "unknown context_style 'bogus'; choose from ['reference', "
-                                                  "'compact', 'json']"),
-    (["on_infra_failure=later"], "unknown on_infra_failure 'later'; choose from ['retry_later', 'stop']"),
-    (["vlm_rate_hz=0"], "vlm_rate_hz must be a positive number of Hz, got 0.0"),
-    (["graph_source=vlm", "vlm_client=vllm_local", "vlm_max_graph_age_s=-1"],
-     "vlm_max_graph_age_s must be a positive number of seconds, got -1.0"),
-    (["vlm_client=vllm_local"], "vlm_client 'vllm_local' is set but graph_source is 'ground_truth'"),
+    (["suite.render_profile=bogus"], "render_profile: 'bogus' is not one of ['reference', 'fast']"),
+    (["view=nosuch"], "unknown view 'nosuch'; the libero_spatial suite's cameras are ['agentview', "),
+    (["suite.image_size=0"], "image_size must be within 32..1024 pixels, got 0"),
+    (["modes=[standard]", "context_style=bogus"], "context_style: 'bogus' is not one of ['reference', 'compact', "
+                                                  "'json']"),
+    (["on_infra_failure=later"], "on_infra_failure: 'later' is not one of ['retry_later', 'stop']"),
+    (["graph_source=vlm", "graph_source.client=vllm_local", "graph_source.rate_hz=0"],
+     "rate_hz must be a positive number of Hz, got 0.0"),
+    (["graph_source=vlm", "graph_source.client=vllm_local", "graph_source.max_graph_age_s=-1"],
+     "max_graph_age_s must be a positive number of seconds, got -1.0"),
+    (["graph_source.client=vllm_local"], "graph_source(ground_truth): unknown key(s) client; valid keys: "),
     (["tasks=[0,0]"], "tasks lists [0] more than once"),
-    (["graph_source=vlm", "vlm_client=nope", "modes=[scene_graph]"], "unknown VLM client 'nope'; give a YAML path "
-                                                                     "or one of ['gemini', "),
-    (["graph_source=vlm", "vlm_client=vllm_local", "modes=[scene_graph]", "tasks=[0,2]", "perturbations=table7"],
+    (["graph_source=vlm", "graph_source.client=nope", "modes=[scene_graph]"], "unknown VLM client 'nope'; give a "
+                                                                              "YAML path or one of ['gemini', "),
+    (["graph_source=vlm", "graph_source.client=vllm_local", "modes=[scene_graph]", "tasks=[0,2]",
+      "perturbations=table7"],
      "graph_source=vlm reads the image of view 'agentview', which task 2 does not render under perturbations "
      "'table7' (its cameras: ['frontview', 'robot0_robotview'])"),
     (["--config", "config/eval/so101_twin.yaml", "view=robot0_eye_in_hand"],
-     "unknown view 'robot0_eye_in_hand'; choose from ['agentview', 'wrist']")])
+     "unknown view 'robot0_eye_in_hand'; the so101_twin suite's cameras are ['agentview', 'wrist']")])
 def test_bad_plan_is_a_clear_error(tmp_path, capsys, overrides, message):
     assert main(["eval", "--out", str(tmp_path), *overrides]) == 2
     assert message in capsys.readouterr().out.replace("\n", "")
@@ -102,8 +108,8 @@ def test_bad_plan_is_a_clear_error(tmp_path, capsys, overrides, message):
 
 def test_missing_api_key_is_a_clear_error(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    assert main(["eval", "--out", str(tmp_path), "graph_source=vlm", "vlm_client=gemini", "modes=[scene_graph]",
-                 "tasks=[0]"]) == 2
+    assert main(["eval", "--out", str(tmp_path), "graph_source=vlm", "graph_source.client=gemini",
+                 "modes=[scene_graph]", "tasks=[0]"]) == 2
     assert "client 'gemini-3.1-pro' needs an API key in the environment variable GEMINI_API_KEY (its " \
            "api_key_env), which is not set; export it first" in capsys.readouterr().out.replace("\n", "")
 
@@ -118,8 +124,8 @@ def test_vlm_graph_source_runs_the_live_worker(tmp_path):
     # The tiny tokenizer needs about 40 tokens per triplet line: 48 hold one, and answers are cut after it.
     client.write_text(f"type: transformers\nname: tiny-qwen\nmodel: {model}\ndevice: cpu\ndtype: float32\n"
                       "batch_size: 1\nmax_new_tokens: 48\nconstraint: grammar\n")
-    cfg = small_config(tmp_path / "run", modes=["scene_graph"], graph_source="vlm", vlm_client=str(client),
-                       vlm_rate_hz=50.0, max_steps=6)
+    cfg = small_config(tmp_path / "run", modes=["scene_graph"],
+                       graph_source={"type": "vlm", "client": str(client), "rate_hz": 50.0}, max_steps=6)
     summary = run_plan(cfg, progress=False)
     (record,) = ResultsFile(summary.path).records()
     assert summary.complete and record["graph_source"] == "vlm" and record["vlm_view"] == "agentview"
@@ -127,4 +133,4 @@ def test_vlm_graph_source_runs_the_live_worker(tmp_path):
     assert record["vlm_truncated_answers"] == record["vlm_queries"]  # each cut after its complete line
     assert record["prompt"].startswith(record["task"] + "\nCurrent simulator semantic context:\nScene graph:\n")
     with pytest.raises(ValueError, match="need boxes"):
-        small_config(tmp_path, modes=["bounding_boxes"], graph_source="vlm", vlm_client=str(client))
+        small_config(tmp_path, modes=["bounding_boxes"], graph_source={"type": "vlm", "client": str(client)})

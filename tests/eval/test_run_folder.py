@@ -48,10 +48,10 @@ def test_a_folder_refuses_another_plan_and_new_run_keeps_the_old_one(finished_ru
     out = copy_of(finished_run, tmp_path)
     before = (out / "episodes.jsonl").read_bytes()
     capsys.readouterr()
-    assert evaluate(out, "max_steps=4", "render_profile=fast", "tasks=[0,1]") == 2
+    assert evaluate(out, "max_steps=4", "suite.image_size=96", "tasks=[0,1]") == 2
     message = said(capsys)
     assert f"output folder {out} holds a run of another plan" in message
-    for diff in ("tasks: [0] -> [0, 1]", "render_profile: reference -> fast", "max_steps: 3 -> 4"):
+    for diff in ("tasks: [0] -> [0, 1]", "suite.image_size: 128 -> 96", "max_steps: 3 -> 4"):
         assert diff in message
     assert "--new-run" in message and (out / "episodes.jsonl").read_bytes() == before
 
@@ -60,7 +60,7 @@ def test_a_folder_refuses_another_plan_and_new_run_keeps_the_old_one(finished_ru
     assert (out / "episodes.jsonl").read_bytes() == before
     # A plan stored before a setting existed counts that setting as its default.
     stored = (out / "config.yaml").read_text()
-    (out / "config.yaml").write_text("".join(l for l in stored.splitlines(True) if "vlm_max_graph_age_s" not in l))
+    (out / "config.yaml").write_text("".join(l for l in stored.splitlines(True) if "context_style" not in l))
     assert evaluate(out) == 0
 
     capsys.readouterr()

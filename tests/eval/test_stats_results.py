@@ -5,7 +5,8 @@ import json
 import pytest
 from scipy.stats import binomtest
 
-from sgvla.eval.results import EpisodeKey, ResultsFile
+from sgvla.core.episode import EpisodeKey
+from sgvla.eval.results import ResultsFile
 from sgvla.core.stats import mcnemar_exact, paired_test, wilson
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sgvla.core.protocols import StepInput
-from sgvla.policies.registry import PolicySpec, make_policy_from_spec
+from sgvla.policies.registry import make_policy
 
 HUB_IDS = {"pi0": "lerobot/pi0_libero_finetuned", "pi05": "lerobot/pi05_libero_finetuned"}
 BUDGETS = {"pi0": 48, "pi05": 200}
@@ -29,7 +29,7 @@ def test_pretrained_policy_steps_and_reports_its_budget(kind, libero_observation
     if not (cached(HUB_IDS[kind], "model.safetensors") and cached(TOKENIZER, "tokenizer_config.json")):
         pytest.skip(f"{HUB_IDS[kind]} or {TOKENIZER}'s tokenizer is not in the Hugging Face cache")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    policy = make_policy_from_spec(PolicySpec(type=kind, path=HUB_IDS[kind], device=device))
+    policy = make_policy(kind, path=HUB_IDS[kind], device=device)
     prompt = make_prompt("full")
     budget = policy.prompt_budget(prompt)
     assert budget.budget == BUDGETS[kind] and budget.truncated and budget.triplets_kept < budget.triplets_total == 42

@@ -7,7 +7,7 @@ import pytest
 
 from sgvla.core.protocols import StepInput
 from sgvla.policies.lerobot_vla import LeRobotPolicy
-from sgvla.policies.registry import PolicySpec, make_policy_from_spec
+from sgvla.policies.registry import make_policy
 from sgvla.policies.tiny import CHUNK
 
 STEPS = CHUNK + 2  # crosses an action-chunk boundary, so the model runs twice
@@ -20,11 +20,11 @@ def run(policy, prompt: str, observations: list[dict]) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def smolvla(tiny_smolvla_dir):
-    return make_policy_from_spec(PolicySpec(type="smolvla", path=str(tiny_smolvla_dir)))
+    return make_policy("smolvla", path=str(tiny_smolvla_dir))
 
 
 def test_act_steps_and_ignores_the_prompt(tiny_act_dir, libero_observations, make_prompt):
-    policy = make_policy_from_spec(PolicySpec(type="act", path=str(tiny_act_dir), name="tiny-act"))
+    policy = make_policy("act", path=str(tiny_act_dir), name="tiny-act")
     observations = libero_observations(STEPS)
     std = run(policy, make_prompt(None), observations)
     sg = run(policy, make_prompt("full"), observations)

@@ -5,56 +5,63 @@ import pytest
 
 from sgvla.cli import main
 from sgvla.core.protocols import StepInput
-from sgvla.policies.registry import (LEROBOT_TYPES, POLICY_REGISTRY, PolicySpec, make_policy_from_spec,
-                                     register_policy)
+from dataclasses import dataclass
+
+import sgvla.plugins  # noqa: F401
+from sgvla.policies.registry import PolicyConfig, make_policy
+from sgvla.policies.scripted import ExpertPolicy
 
 
 def test_unknown_type_lists_the_known_ones():
-    with pytest.raises(ValueError, match="unknown policy type 'pi7'; known types: ") as error:
-        make_policy_from_spec(PolicySpec(type="pi7"))
-    assert set(LEROBOT_TYPES) | {"lerobot"} <= set(str(error.value).split(": ")[1].split(", "))
+    with pytest.raises(ValueError, match="unknown policy 'pi7'; choose from ") as error:
+        make_policy("pi7")
+    assert {"act", "smolvla", "pi0", "pi05", "lerobot", "expert", "prompt_grounded"} <= set(eval(
+        str(error.value).split("choose from ")[1]))
 
 
 def test_learned_policies_need_a_path():
     with pytest.raises(ValueError, match="'pi05' needs a path"):
-        make_policy_from_spec(PolicySpec(type="pi05"))
+        make_policy("pi05")
 
 
 def test_missing_directory_is_named(tmp_path):
     missing = tmp_path / "no_such_policy"
     with pytest.raises(FileNotFoundError, match=str(missing)):
-        make_policy_from_spec(PolicySpec(type="act", path=str(missing)))
+        make_policy("act", path=str(missing))
 
 
 def test_type_must_match_the_checkpoint(tiny_act_dir):
     with pytest.raises(ValueError, match="'pi05' given, but .* holds a 'act' policy"):
-        make_policy_from_spec(PolicySpec(type="pi05", path=str(tiny_act_dir)))
-    assert make_policy_from_spec(PolicySpec(type="lerobot", path=str(tiny_act_dir))).cfg.type == "act"
+        make_policy("pi05", path=str(tiny_act_dir))
+    assert make_policy("lerobot", path=str(tiny_act_dir)).cfg.type == "act"
 
 
 def test_act_has_no_prompt_budget_to_override(tiny_act_dir):
     with pytest.raises(ValueError, match="no tokenizer step"):
-        make_policy_from_spec(PolicySpec(type="act", path=str(tiny_act_dir), max_prompt_tokens=100))
+        make_policy("act", path=str(tiny_act_dir), max_prompt_tokens=100)
 
 
 def test_registry_is_extensible():
-    @register_policy("constant-test")
-    def constant(spec, **context):
-        return context["policy"]
+    @PolicyConfig.register("constant-test")
+    @dataclass
+    class ConstantConfig(PolicyConfig):
+        speed: float = 1.0
+
+        def make(self, *, ontology, env_config=None):
+            return ExpertPolicy(f"{self.display_name} at {self.speed}")
 
     try:
-        sentinel = object()
-        assert make_policy_from_spec(PolicySpec(type="constant-test"), policy=sentinel) is sentinel
+        assert make_policy("constant-test", speed=2.0).name == "constant-test at 2.0"
         with pytest.raises(ValueError, match="already registered"):
-            register_policy(*LEROBOT_TYPES)(constant)
+            PolicyConfig.register("act")(ConstantConfig)
     finally:
-        del POLICY_REGISTRY["constant-test"]
+        PolicyConfig.unregister("constant-test")
 
 
 def test_make_tiny_policy_command(tmp_path, libero_observations, capsys):
     assert main(["make-tiny-policy", "act", str(tmp_path / "act")]) == 0
     assert "policy.type=act" in capsys.readouterr().out
-    policy = make_policy_from_spec(PolicySpec(type="act", path=str(tmp_path / "act")))
+    policy = make_policy("act", path=str(tmp_path / "act"))
     policy.reset("task")
     assert policy.act(StepInput(observation=libero_observations(1)[0], prompt="task")).shape == (7,)
 

@@ -12,6 +12,7 @@ import numpy as np
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import sgvla.plugins  # noqa: E402,F401
 from sgvla.core.config import load_config  # noqa: E402
 from sgvla.eval.config import EvalConfig  # noqa: E402
 from sgvla.eval.runner import Worker, plan  # noqa: E402
@@ -22,7 +23,7 @@ def main(config: str, out: str) -> None:
     worker = Worker(cfg)
     actions: list = []
     records, arrays = [], {}
-    for name in worker.specs:
+    for name in worker.configs:
         policy = worker.policy(name)
         act = policy.act
 
@@ -33,13 +34,13 @@ def main(config: str, out: str) -> None:
 
         policy.act = logged
     try:
-        for i, episode in enumerate(plan(cfg)):
+        for i, key in enumerate(plan(cfg)):
             actions.clear()
-            records.append(worker.run(episode))
+            records.append(worker.run(key))
             arrays[f"actions_{i}"] = np.stack(actions) if actions else np.zeros((0, 7))
-            arrays[f"eef_{i}"] = np.array(worker.runner(episode.task_id).backend.scene().eef_pos, dtype=np.float64)
+            arrays[f"eef_{i}"] = np.array(worker.backend.scene().eef_pos, dtype=np.float64)
     finally:
-        worker.close_runner()
+        worker.close_backend()
     np.savez(out, records=np.array(json.dumps(records)), **arrays)
 
 

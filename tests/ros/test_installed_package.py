@@ -24,9 +24,10 @@ def prefix(tmp_path_factory):
     shutil.copytree(REPO_ROOT / "sgvla", src / "sgvla", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, src / name)
+    # --ignore-installed: pip would otherwise uninstall the environment's own (editable) sgvla and sgvla_ros first.
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--no-index", "--prefix", str(tmp / "install"), str(src / "ros2_ws/src/sgvla_ros"),
-                           str(src)], capture_output=True, text=True, timeout=300)
+                           "--ignore-installed", "--no-index", "--prefix", str(tmp / "install"),
+                           str(src / "ros2_ws/src/sgvla_ros"), str(src)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp / "install"
 

@@ -102,11 +102,11 @@ def test_arguments_reach_the_nodes():
     ev = plan.node("evaluator").parameters
     assert ev["overrides"] == "tasks=[0]" and ev["wait_for_nodes"] == ["sim_bridge", "scene_graph", "vla_policy",
                                                                        "bag_recorder"]
-    assert "sim/state:4" in ev["wait_for_subscribers"] and "action:2" in ev["wait_for_subscribers"]
+    assert ev["wait_for_subscribers"] == ["sim/status:2", "sim/scene:3", "action:2"]  # the recorder counts too
     default = launch_plan("sim_eval")
     assert [n.name for n in default.nodes] == ["sim_bridge", "scene_graph", "vla_policy", "evaluator"]
     assert default.node("sim_bridge").parameters["render_images"] is False
-    assert "sim/state:3" in default.node("evaluator").parameters["wait_for_subscribers"]
+    assert default.node("evaluator").parameters["wait_for_subscribers"] == ["sim/status:1", "sim/scene:2", "action:1"]
 
 
 def test_hardware_parameter_file_documents_every_declared_parameter():
@@ -177,7 +177,7 @@ def test_topic_table_names_known_nodes_and_qos():
     assert set(QOS) <= set(PROFILES)
     known = set(EXECUTABLES)
     for t in TOPICS:
-        assert t.qos in QOS or t.qos == "service"
+        assert t.qos in QOS or t.qos in ("service", "action")
         assert set(t.publishers) <= known and set(t.subscribers) <= known
     for name, args in ARGUMENTS.items():
         assert len({a.name for a in args}) == len(args), name

@@ -1,34 +1,19 @@
-"""What crosses a topic comes back the same: the codec, SimState/GraphContext/Image through rclpy's CDR
-serialization, raw observations, overlays, and MCAP recordings read back with rosbags."""
+"""What crosses a topic comes back the same: scene states, robot states, records, graphs and images through
+rclpy's CDR serialization (typed fields, bit-exact), overlays, and MCAP recordings read back with rosbags."""
 
 import dataclasses
-import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from sgvla.nodegraph import codec
-from sgvla.nodegraph.episode import StepState, raw_observation, view_graphs
+from sgvla.core.episode import EpisodeRecord
+from sgvla.core.state import Boxes, RobotState, SceneState, ground_truth_views, object_aabbs
 from sgvla.scene_graph import Camera, GeomBatch, Graph, ViewGraph, load_ontology
-from sgvla.core.state import object_aabbs
 
 pytestmark = pytest.mark.ros
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Scene:  # the shape of sgvla.libero.env.SceneState, without importing the simulator
-    objects: tuple
-    positions: np.ndarray
-    geoms: GeomBatch
-    cameras: dict
-    eef_pos: np.ndarray
-    eef_mat: np.ndarray
-    gripper_qpos: np.ndarray
-    task: str
-
-
-def scene(seed: int = 0) -> Scene:
+def scene(seed: int = 0) -> SceneState:
     rng = np.random.default_rng(seed)
     names = ("akita_black_bowl_1", "akita_black_bowl_2", "plate_1", "cookies_1")
     positions = np.array([[0.0, 0.1, 0.9], [0.1, -0.1, 0.9], [-0.1, 0.0, 0.9], [0.05, 0.2, 0.92]])
@@ -47,86 +32,74 @@ def scene(seed: int = 0) -> Scene:
     pose[:3, :3] = np.stack([x, np.cross(z, x), z], axis=1)
     pose[:3, 3] = eye
     cameras = {"agentview": Camera("agentview", K, pose, 128, 128)}
-    return Scene(names, positions, geoms, cameras, rng.normal(size=3), np.eye(3), np.array([0.04, -0.04]),
-                 "pick up the black bowl between the plate and the ramekin and place it on the plate")
+    obstacles = Boxes(np.array([-1, 2]), rng.normal(size=(2, 3)), np.repeat(np.eye(3)[None], 2, axis=0),
+                      np.full((2, 3), 0.1))
+    return SceneState(names, positions, geoms, cameras, rng.normal(size=3), np.eye(3), np.array([0.04, -0.04]),
+                      "pick up the black bowl between the plate and the ramekin and place it on the plate", obstacles)
 
 
 def same(a, b) -> bool:
-    """Bit-identical trees (arrays by bytes and dtype)."""
+    """Bit-identical trees (arrays by bytes, dtype and shape)."""
     if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    if dataclasses.is_dataclass(a):  # this module's Scene comes back as a namespace (not a sgvla class)
-        kind = type(b) is (SimpleNamespace if type(a) is Scene else type(a))
-        return kind and all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a) if f.init)
+        b = np.asarray(b)
+        return a.shape == b.shape and a.astype(b.dtype).tobytes() == b.tobytes() and (a.dtype.kind == b.dtype.kind)
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in dataclasses.fields(a) if f.init)
     if isinstance(a, dict):
         return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return isinstance(b, float) and math.isnan(b)
-    return type(a) is type(b) and a == b
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
 
 
-def test_codec_round_trip_is_bit_exact():
-    info = {"goal": ("akita_black_bowl_1", "plate_1"), "table_center": np.array([0.1, 0.2, 0.3])}
-    tree = {"scene": scene(), "info": info,
-            "misc": [0.1, 1 / 3, float("nan"), -0.0, 1e-310, None, True, 7, "x"], 3: (np.float32(0.1), np.int64(2)),
-            "ints": np.arange(6, dtype=np.intp).reshape(2, 3), "u8": np.zeros((2, 2, 3), np.uint8)}
-    meta, data = codec.encode(tree)
-    back = codec.decode(meta, data, resolve=lambda name: name.startswith("sgvla."))
-    assert same(tree["scene"], back["scene"]) and same(tree["info"], back["info"]) and same(tree["misc"], back["misc"])
-    assert back[3][0].dtype == np.float32 and back[3][0] == np.float32(0.1) and back["ints"].dtype == np.intp
-    assert back["scene"].positions.flags.writeable and back["scene"].positions.flags.aligned
-    assert math.copysign(1, back["misc"][3]) == -1.0
+def through_cdr(msg):
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    return deserialize_message(serialize_message(msg), type(msg))
 
 
-def test_codec_rebuilds_only_sgvla_classes():
-    @dataclasses.dataclass
-    class Local:
-        x: int
+def test_scene_state_through_cdr_is_bit_exact():
+    from std_msgs.msg import Header
 
-    meta, data = codec.encode(Local(1))
-    with pytest.raises(ValueError, match="refusing"):
-        codec.decode(meta.replace(Local.__module__, "os"), data)
-    meta, data = codec.encode({"scene": scene()})
-    light = codec.decode(meta, data, resolve=codec.light_modules)["scene"]
-    assert isinstance(light, SimpleNamespace) and isinstance(light.geoms, GeomBatch)
-    assert isinstance(light.cameras["agentview"], Camera)
+    from sgvla_ros.state_io import scene_msg, scene_of
 
-
-def test_graphs_from_a_decoded_state_equal_the_originals():
-    s = scene()
-    meta, data = codec.encode({"scene": s})
-    light = codec.decode(meta, data, resolve=codec.light_modules)["scene"]
-    want, got = view_graphs(s), view_graphs(light)
+    s = scene(1)
+    info = {"goal": ("akita_black_bowl_1", "plate_1"), "table_center": np.array([0.1, 1 / 3, 0.3])}
+    msg = through_cdr(scene_msg(s, info, Header(frame_id="world"), 3, 7))
+    assert (msg.episode, msg.step, msg.task_language) == (3, 7, s.task)
+    back, facts = scene_of(msg)
+    assert same(s, back) and facts["goal"] == info["goal"] and same(info["table_center"], facts["table_center"])
+    assert back.positions.dtype == np.float64 and back.geoms.centers.shape == (1, 5, 3)
+    # What the graph node computes from the message is what the backend computes from its own state.
+    want, got = ground_truth_views(s), ground_truth_views(back)
     assert want.keys() == got.keys()
     for view in want:
         assert want[view].graph == got[view].graph and want[view].boxes == got[view].boxes
-    centers, halves = object_aabbs(light)
+    centers, halves = object_aabbs(back)
     assert centers.shape == (4, 3) and np.all(halves > 0)
 
 
-def test_sim_state_through_cdr():
-    from rclpy.serialization import deserialize_message, serialize_message
+def test_robot_state_and_records_through_cdr():
+    from std_msgs.msg import Header
 
-    from sgvla_interfaces.msg import SimState
-    from sgvla_ros.graph_io import payload_of, positions_of, state_to_msg
+    from sgvla_ros.state_io import eef_pose_msg, joint_state_msg, record_msg, record_of, robot_of
 
-    s = scene(1)
-    images = {"agentview": np.arange(4 * 4 * 3, dtype=np.uint8).reshape(4, 4, 3)}
-    raw = {"pixels": {"image": images["agentview"]}, "robot_state": {"eef": {"pos": np.array([0.1, 0.2, 0.3])}}}
-    obs = SimpleNamespace(raw=raw, images=images)
-    state = StepState(3, 7, 40, False, False, "prompt", obs, s, {"goal": ("a", "b"), "table_center": np.ones(3)})
-    msg = deserialize_message(serialize_message(state_to_msg(state, 12.35)), SimState)
-    assert (msg.episode, msg.step, msg.max_steps, msg.task, msg.task_language) == (3, 7, 40, "prompt", s.task)
-    assert msg.header.stamp.sec == 12 and msg.header.stamp.nanosec == 350_000_000
-    assert positions_of(msg).tobytes() == s.positions.tobytes()
-    payload = payload_of(msg, resolve=lambda name: name.startswith("sgvla.scene_graph"))
-    assert same(s.geoms, payload["scene"].geoms) and same(state.info, payload["info"])
-    assert payload["pixel_keys"] == {"agentview": "image"}
-    rebuilt = raw_observation(payload, images)
-    assert same(raw, rebuilt)
-    assert "image" not in raw_observation(payload, {})["pixels"]  # no images for policies that read none
+    rng = np.random.default_rng(2)
+    robot = RobotState(("robot0_joint1", "gripper0_finger_joint1"), rng.normal(size=2), rng.normal(size=2),
+                       rng.normal(size=3), np.array([0.0, 0.6, 0.0, 0.8]))
+    back = robot_of(through_cdr(joint_state_msg(robot, Header())), through_cdr(eef_pose_msg(robot, Header())))
+    assert same(robot, back)
+    record = EpisodeRecord("expert", 3, "table7", "scene_graph", 9, success=True, steps=40, max_steps=280,
+                           wall_time_s=1.234, task="t", prompt="t\nctx", view="agentview", graph_source="ground_truth",
+                           graph_triplets=12, triplets_in_prompt=4, visible_objects=["plate_1"],
+                           context_ms_per_step=0.1234, prompt_tokens=60, prompt_budget=None, triplets_kept=4,
+                           decision={"target": "akita_black_bowl_1", "grounding_correct": True},
+                           source_stats={"vlm_queries": 3}, extra={"perturbation_applied": "none"})
+    assert record_of(through_cdr(record_msg(record))).to_json() == record.to_json()
+    failed = dataclasses.replace(record, success=False, infra_failure="RuntimeError: no graph", prompt_tokens=None,
+                                 triplets_kept=None)
+    assert record_of(through_cdr(record_msg(failed))).to_json() == failed.to_json()
 
 
 def test_graph_context_and_images_through_cdr():
@@ -153,7 +126,7 @@ def test_overlay_draws_boxes_and_triplets():
     from sgvla.nodegraph.overlay import MIN_HEIGHT, PANEL_WIDTH, draw_overlay
 
     s = scene()
-    vg = view_graphs(s)["agentview"]
+    vg = ground_truth_views(s)["agentview"]
     assert vg.boxes, "the synthetic camera sees the objects"
     image = np.zeros((128, 128, 3), np.uint8)
     canvas = draw_overlay(image, vg, load_ontology("libero_spatial"))

@@ -23,8 +23,8 @@ def test_vlm_outage_is_an_infra_failure_retried_by_the_next_run(tmp_path, stub, 
                       "max_retries: 0\n")
     out = tmp_path / "run"
     args = ["eval", "--quiet", "--out", str(out), "tasks=[0]", "episodes=2", "modes=[scene_graph]", "max_steps=4",
-            "image_size=64", "render_profile=fast", "workers=1", "policies=[{type: prompt_grounded}]",
-            "graph_source=vlm", f"vlm_client={client}", "vlm_rate_hz=50"]
+            "suite.image_size=64", "suite.render_profile=fast", "workers=1", "policies=[{type: prompt_grounded}]",
+            "graph_source=vlm", f"graph_source.client={client}", "graph_source.rate_hz=50"]
     infra, episodes = out / "infra_failures.jsonl", out / "episodes.jsonl"
 
     assert main([*args, "on_infra_failure=stop"]) == 1

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from sgvla.eval.graph_source import GraphSourceError, VLMSource
+from sgvla.vlm.source import GraphSourceError, VLMSource
 from sgvla.scene_graph import load_ontology
 from sgvla.core.state import Observation
 from sgvla.vlm.client import SceneGraphVLM
@@ -67,7 +67,7 @@ def test_the_live_graph_keeps_the_last_valid_answer_up_to_its_max_age(stub, fixe
             assert src.view_graph("agentview", FRAME, None, TASK).graph == first.graph
             time.sleep(0.02)
         time.sleep(1.0)
-        with pytest.raises(GraphSourceError, match=r"newest valid graph is \d+\.\d s old \(vlm_max_graph_age_s 1\); "
+        with pytest.raises(GraphSourceError, match=r"newest valid graph is \d+\.\d s old \(graph_source.max_graph_age_s 1\); "
                                                    r"\d+ of \d+ queries failed, last: HTTP 500") as failure:
             src.view_graph("agentview", FRAME, None, TASK)
         assert float(str(failure.value).split(" is ")[1].split(" s ")[0]) >= 1.0

@@ -34,10 +34,11 @@ class So101TwinSuite(SuiteConfig):
     def perturbations(self) -> list[str]:
         return ["none"]
 
-    def make_backend(self, task_id: int, perturbation: str, render_images: bool):
+    def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None):
         from sgvla.so101.twin.backend import TwinBackend
 
-        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images)
+        limit = {} if max_steps is None else {"max_steps": max_steps}
+        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images, **limit)
 
     def observation(self, robot: RobotState, images: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """The twin backend's raw observation: joint positions (JOINTS order) and the upright camera images."""

@@ -1,36 +1,26 @@
-"""Where the live graph of an episode comes from: simulator ground truth, or a VLM looking at the
-camera image. Both return a `ViewGraph` for the current instant, so the loop composes prompts the
-same way whichever source it has.
+"""Graphs a VLM predicts from the camera image: the ``vlm`` graph source (registered here).
+
+    graph_source: {type: vlm, client: qwen2_5_vl_7b, rate_hz: 1.0, max_graph_age_s: 60}
+
+The VLM is built once per process (a model load is expensive) and shared by every episode of the run.
 """
 
+from __future__ import annotations
+
+import math
 import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from sgvla.scene_graph import ViewGraph
-
-
-class GroundTruthSource:
-    """Graphs and boxes computed from simulator geometry (the paper's live context)."""
-
-    name = "ground_truth"
-
-    def __init__(self, backend):
-        self.backend = backend
-
-    def reset(self) -> None:
-        pass
-
-    def view_graph(self, view: str, observation, scene, task: str) -> ViewGraph:
-        return self.backend.ground_truth([view], scene=scene)[view]
-
-    def stats(self) -> dict:
-        return {}
-
-    def close(self) -> None:
-        pass
+from sgvla.core.episode import InfrastructureFailure
+from sgvla.core.graph_source import GraphSourceConfig
+from sgvla.scene_graph import Ontology, ViewGraph
 
 
-class GraphSourceError(RuntimeError):
-    """The graph source cannot give this episode a graph: an infrastructure failure, never a policy's."""
+class GraphSourceError(InfrastructureFailure):
+    """The VLM cannot give this episode a graph: an infrastructure failure, never a policy's."""
+
+    kind = "graph_source"
 
 
 class VLMSource:
@@ -87,7 +77,7 @@ class VLMSource:
             live = self._first(w)
         age = live.age_s
         if age > self.max_age_s:
-            raise GraphSourceError(f"VLM: the newest valid graph is {age:.1f} s old (vlm_max_graph_age_s "
+            raise GraphSourceError(f"VLM: the newest valid graph is {age:.1f} s old (graph_source.max_graph_age_s "
                                    f"{self.max_age_s:g}); {w.failed} of {w.attempts} queries failed, last: "
                                    f"{w.last_error}")
         self.oldest_used_s = max(self.oldest_used_s, age)
@@ -116,3 +106,43 @@ class VLMSource:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
+
+
+_VLMS: dict[tuple[str, str], Any] = {}  # (client, ontology) -> SceneGraphVLM, one per process
+
+
+@GraphSourceConfig.register("vlm")
+@dataclass
+class VLMSourceConfig(GraphSourceConfig):
+    """``client``: a config/vlm/clients name or a client YAML path; ``rate_hz``: at most this many queries per
+    second (latest frame wins); ``max_graph_age_s``: the live graph may describe a frame this old, an older one
+    is an infrastructure failure."""
+
+    client: str = ""
+    rate_hz: float = 1.0
+    max_graph_age_s: float = 60.0
+
+    gives_boxes: ClassVar[bool] = False
+    reads_images: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if not self.client:
+            raise ValueError("graph_source vlm needs a client (a config/vlm/clients name or a YAML path)")
+        for key, unit in (("rate_hz", "Hz"), ("max_graph_age_s", "seconds")):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{key} must be a positive number of {unit}, got {value}")
+
+    def client_config(self, ontology: Ontology | None = None):
+        from sgvla.vlm.config import load_client_config
+
+        return load_client_config(self.client, ontology=ontology)
+
+    def make(self, backend: Any, ontology: Ontology) -> VLMSource:
+        from sgvla.vlm.config import make_vlm
+        from sgvla.vlm.prompts import load_prompt
+
+        key = (self.client, ontology.name)
+        if key not in _VLMS:
+            _VLMS[key] = make_vlm(self.client_config(ontology), load_prompt(), ontology)
+        return VLMSource(_VLMS[key], self.rate_hz, self.max_graph_age_s)
