@@ -15,10 +15,9 @@ finished). Silent joint_states end the node (exit 1); a silent camera discards t
 from pathlib import Path
 
 import numpy as np
-from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.teleop_recorder import OperatorKeys
 from std_msgs.msg import Int64, String
 
@@ -78,7 +77,7 @@ class TopicFollower(LatestJoints):
         return None if self.commands.watchdog.stale else {**self.positions, **self.goal}
 
 
-class DatasetRecorder(Node):
+class DatasetRecorder(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("dataset_recorder", **kwargs)
         self.declare_parameter("config", "so101")  # rig: control rate, cameras, command timeout
@@ -106,9 +105,10 @@ class DatasetRecorder(Node):
         self.sources = {n: PushedSource(by_name[n], self.param("input_timeout_s")) for n in self.param("cameras")}
         self.pending: dict[str, dict] = {n: {} for n in self.sources}  # stamp -> color or depth, to pair them
         self.cameras: list[Camera] = []
-        self.store = EpisodeStore(Path(self.param("root")), self.param("repo_id"), self.fps, dataset_features(
-            {n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()}))
-        self.keys, self.recorder = OperatorKeys(), None
+        self.store = self.own(EpisodeStore(  # closing drops an unsaved episode
+            Path(self.param("root")), self.param("repo_id"), self.fps,
+            dataset_features({n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()})))
+        self.keys, self.recorder = self.own(OperatorKeys()), None
         self.reset_pub, self.finished = self.create_publisher(Int64, "twin/reset", QOS["reliable"]), 0
         self.create_subscription(JointState, "joint_states", lambda m: self.on_joints(self.follower, m), QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", lambda m: self.on_joints(self.commands, m),
@@ -182,7 +182,7 @@ class DatasetRecorder(Node):
             return False
         # A save blocks this node's callbacks for seconds, and the cameras read as lost meanwhile: they are back
         # within reconnect_s of the next frame, before the next episode can start.
-        self.cameras = [Camera(s.config, source=s, reconnect_s=0.1).start(first_frame_timeout_s=1.0)
+        self.cameras = [self.own(Camera(s.config, source=s, reconnect_s=0.1).start(first_frame_timeout_s=1.0))
                         for s in self.sources.values()]
         self.recorder = TeleopRecorder(self.follower, self.commands, self.cameras, self.store, self.task, self.fps,
                                        self.keys, self.param("episodes"), self.param("episode_time_s"),
@@ -190,12 +190,6 @@ class DatasetRecorder(Node):
         self.get_logger().info(f"inputs ready; recording {self.param('episodes')} episode(s) of {self.task!r} at "
                                f"{self.fps} Hz" + (" (auto start)" if self.param("auto_start") else ""))
         return True
-
-    def destroy_node(self):
-        self.store.close()  # an unsaved episode is dropped
-        for closeable in (*self.cameras, self.keys):
-            closeable.close()
-        super().destroy_node()
 
 
 def main(args=None):

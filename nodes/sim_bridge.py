@@ -10,7 +10,6 @@ The backend is built, reset and stepped by `sgvla.nodegraph.episode.SimSession`.
 
 import numpy as np
 from geometry_msgs.msg import Point, Quaternion, Vector3
-from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Header, String
@@ -21,10 +20,10 @@ from sgvla_interfaces.msg import Action, ObjectState, ObjectStates, SimState
 from sgvla_interfaces.srv import ResetEpisode
 from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, state_to_msg, stored_to_upright
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 
 
-class SimBridge(Node):
+class SimBridge(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("sim_bridge", **kwargs)
         self.declare_parameter("lockstep", True)
@@ -40,7 +39,7 @@ class SimBridge(Node):
             import sgvla.sim.libero_env  # noqa: F401
         self.lockstep = bool(param("lockstep"))
         self.frame_id = param("frame_id")
-        self.session = SimSession()
+        self.session = self.own(SimSession())
         self.ticks = 0  # control steps since start (settle steps included): simulation time
         self.latest_action: np.ndarray | None = None
         self.state_pub = self.create_publisher(SimState, "sim/state", QOS["control"])
@@ -54,7 +53,7 @@ class SimBridge(Node):
         self.create_subscription(Action, "action", self.on_action, QOS["control"])
         self.create_service(ResetEpisode, "reset_episode", self.on_reset)
         if not self.lockstep:
-            self.create_timer(1.0 / float(param("rate_hz")), self.tick)
+            self.create_timer(1.0 / positive_parameter(self, "rate_hz"), self.tick)
         self.get_logger().info(f"ready ({'lock-step' if self.lockstep else 'free-running'})")
 
     def _camera_pubs(self, camera: str):
@@ -151,10 +150,6 @@ class SimBridge(Node):
             obj.aabb_half_size = Vector3(x=float(h[0]), y=float(h[1]), z=float(h[2]))
             msg.objects.append(obj)
         self.objects_pub.publish(msg)
-
-    def destroy_node(self):
-        self.session.close()
-        super().destroy_node()
 
 
 def main(args=None):
