@@ -1,6 +1,6 @@
 """Which ROS nodes are on this process's domain: `sgvla launch --domain-id N` asks before it starts its own.
 
-    python -m sgvla_ros.domain_probe [--wait SECONDS]
+    python -m sgvla_ros.domain_probe --wait SECONDS
 
 Joins the domain (ROS_DOMAIN_ID and the loopback-only DDS environment come from the caller: sgvla.ros_domain runs
 it with `sgvla.ros_env.loopback_env`) as one short-lived participant with one node, waits for discovery and prints
@@ -18,8 +18,7 @@ import rclpy
 from rclpy.signals import SignalHandlerOptions
 
 NAME = "sgvla_domain_probe"
-WAIT_S = 2.0  # discovery of the participants already there, then of their nodes (ros_discovery_info)
-SETTLE_S = 0.5  # nodes seen: the list has not changed for this long
+SETTLE_S = 1.0  # nodes seen: the list has not changed for this long
 POLL_S = 0.05
 
 
@@ -29,7 +28,8 @@ def discovered_nodes(node, own: str) -> set[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sgvla_ros.domain_probe", description=__doc__.split("\n")[0])
-    parser.add_argument("--wait", type=float, default=WAIT_S, help=f"seconds to wait for discovery (default {WAIT_S})")
+    parser.add_argument("--wait", type=float, required=True, help="seconds to wait at most for discovery (of the "
+                        "participants there, then of their nodes' names); sgvla.ros_domain says how long")
     args = parser.parse_args(argv)
     rclpy.init(args=[], signal_handler_options=SignalHandlerOptions.NO)
     start = time.monotonic()
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         changed = time.monotonic()
         while time.monotonic() - start < args.wait:
             now = discovered_nodes(node, own)
-            if now != seen:
+            if not now <= seen:  # new names (one that left stays listed: it was there)
                 seen, changed = seen | now, time.monotonic()
             elif seen and time.monotonic() - changed >= SETTLE_S:
                 break

@@ -7,10 +7,12 @@ a launch. Two looks at domain d, both on this machine only:
   from 7400 + 250 d: the shared multicast ports (+0, +1) and, for participant index k (0..119), its unicast
   metatraffic (+10 + 2k) and user (+11 + 2k) ports. A port that cannot be bound on 127.0.0.1 is held; the kernel's
   socket tables (/proc/net/udp, /proc/<pid>/fd) tell which processes hold them, where this user may look.
-- discovery (PROBE_WAIT_S): `python -m sgvla_ros.domain_probe`, a child process (this library has no ROS imports),
-  joins the domain as one short-lived participant with the nodes' loopback-only environment and lists the ROS
-  nodes it discovers. On a loaded 2-core machine the first node of a busy domain showed up within 1.5 s, every
-  node within 3.2 s (a participant announces itself every 3 s); the probe stops early once its list is steady.
+- discovery: `python -m sgvla_ros.domain_probe`, a child process (this library has no ROS imports), joins the
+  domain as one short-lived participant with the nodes' loopback-only environment and lists the ROS nodes it
+  discovers. On a loaded 2-core machine the first node of a busy domain showed up within 2 s, every node within
+  3.2 s (a participant announces itself every 3 s). It waits PROBE_WAIT_S where the ports showed nobody (about 3 s
+  in all with its start: the cost of `--domain-id` on a free domain) and up to BUSY_WAIT_S where they showed
+  someone, to name them; it stops early once its list of nodes has been steady for a second.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sgvla.ros_env import MAX_DOMAIN_ID, loopback_env
 
 PORT_BASE, DOMAIN_GAIN, PARTICIPANTS = 7400, 250, 120
 PROBE_WAIT_S = 2.5  # discovery wait of the probe on an empty domain (its start, about 0.5 s, comes on top)
+BUSY_WAIT_S = 5.0  # at most, where the ports show participants: time to discover their nodes' names
 PROBE_TIMEOUT_S = 60.0  # the probe's whole run, interpreter and rclpy start included, on a loaded machine
 
 
@@ -152,9 +155,9 @@ class DomainUsers:
         return "; ".join(parts) or "nobody"
 
 
-def domain_users(domain_id: int, wait_s: float = PROBE_WAIT_S) -> DomainUsers:
-    """Ports first (instant), then the discovery probe (about `wait_s`, less on a busy domain)."""
+def domain_users(domain_id: int) -> DomainUsers:
+    """Ports first (instant), then the discovery probe."""
     ports = held_ports(domain_id)
     owners = port_owners(ports) if ports else {}
-    nodes, error = probe_nodes(domain_id, wait_s)
+    nodes, error = probe_nodes(domain_id, BUSY_WAIT_S if ports else PROBE_WAIT_S)
     return DomainUsers(domain_id, nodes, ports, {pid: command_line(pid) for pid in owners}, error)

@@ -191,7 +191,7 @@ def _alive(pid: int) -> bool:
 
 def _launch_in_child(plan: Plan, domain: int) -> subprocess.CompletedProcess:
     code = ("import sys, pickle; from sgvla.launch_cmd import run_processes; "
-            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}))")
+            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}).code)")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -224,5 +224,6 @@ def test_a_node_dying_early_stops_the_launch(tmp_path, ros_domain_id):
     kids = _children(proc.pid)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 3, out
-    assert "graph_publisher (exit" in out
+    assert re.search(r"graph_publisher exited first \(exit 1\): cannot start: FileNotFoundError: graph_publisher: "
+                     r"input file not found: '.*missing.jsonl'; stopping the launch", out), out
     assert not any(_alive(k) for k in kids), out
