@@ -12,6 +12,7 @@ finished episode (saved or not) is followed by a scene reset on ``twin/reset`` (
 finished). Silent joint_states end the node (exit 1); a silent camera discards the episode being recorded.
 """
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,7 @@ class DatasetRecorder(ResourceNode):
             dataset_features({n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()})))
         self.keys, self.recorder = self.own(OperatorKeys()), None
         self.reset_pub, self.finished = self.create_publisher(Int64, "twin/reset", QOS["reliable"]), 0
+        self.blocked = False  # the last tick held the executor (a save) long enough for the inputs to look stale
         self.create_subscription(JointState, "joint_states", lambda m: self.on_joints(self.follower, m), QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", lambda m: self.on_joints(self.commands, m),
                                  QOS["commands"])
@@ -157,11 +159,19 @@ class DatasetRecorder(ResourceNode):
     def tick(self):
         if self.recorder is None and not self.begin():
             return
+        if self.blocked:
+            # After a tick that blocked the executor (saving an episode takes seconds), its next wait yields this
+            # overdue timer before the subscriptions whose messages came in meanwhile: ticking now would read the
+            # inputs as silent for the whole block and end the node. Skip once; they are taken first.
+            self.blocked = False
+            return
+        started = time.monotonic()
         try:
             self.recorder.tick()
         except ArmFault as e:  # silent joint_states: the episode being recorded is discarded (destroy_node)
             self.get_logger().fatal(str(e))
             raise SystemExit(1) from e
+        self.blocked = time.monotonic() - started > self.param("input_timeout_s") / 2
         stats = self.recorder.stats
         if self.param("reset_seed") >= 0 and stats.saved + stats.discarded > self.finished:
             self.finished = stats.saved + stats.discarded
