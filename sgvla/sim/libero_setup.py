@@ -96,7 +96,8 @@ def read_config(path: Path | None = None) -> dict[str, str] | None:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise LiberoConfigError(config_advice(path, [f"it cannot be read as YAML ({str(e).splitlines()[0]})"])) from None
+        problem = f"it cannot be read as YAML ({str(e).splitlines()[0]})"
+        raise LiberoConfigError(config_advice(path, [problem])) from None
     if not isinstance(data, dict):
         raise LiberoConfigError(config_advice(path, ["it is not a YAML mapping of LIBERO's paths"]))
     return data

@@ -17,8 +17,9 @@ STALE = "benchmark_root: /old/libero\nbddl_files: /old/libero/bddl_files\ninit_s
 
 
 def sgvla(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sgvla.cli", *args], env={**os.environ, "COLUMNS": "250", **(env or {})},
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "sgvla.cli", *args],
+                          env={**os.environ, "COLUMNS": "250", **(env or {})}, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture

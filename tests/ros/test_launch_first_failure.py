@@ -23,8 +23,9 @@ def missing_devices_rig(tmp_path) -> str:
 
 
 def launch(args: list[str], env: dict, domain_id: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sgvla.cli", "launch", "hardware", *args, "--domain-id", str(domain_id)],
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+    return subprocess.run([sys.executable, "-m", "sgvla.cli", "launch", "hardware", *args,
+                           "--domain-id", str(domain_id)], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=240)
 
 
 def test_the_launch_names_the_node_that_failed_first_and_quotes_it(missing_devices_rig, ros_env, ros_domain_id):

@@ -52,7 +52,8 @@ def test_hardware_nodes_without_their_devices_say_so_in_one_line(tmp_path, ros_e
              "wrist": start("camera", ros_env, config=rig, camera="wrist")}
     results = outcomes(procs)
     check_failed_start("so101_arm", *results["arm"], rf"ArmError: follower port not found: {tmp_path}/ttyACM_follower")
-    check_failed_start("so101_leader", *results["leader"], rf"ArmError: leader port not found: {tmp_path}/ttyACM_leader")
+    check_failed_start("so101_leader", *results["leader"],
+                       rf"ArmError: leader port not found: {tmp_path}/ttyACM_leader")
     check_failed_start("agentview camera", *results["agentview"],
                        r"CameraError: camera agentview: cannot start RealSense 000000000000")
     check_failed_start("wrist camera", *results["wrist"],
