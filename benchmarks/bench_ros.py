@@ -101,7 +101,7 @@ def role_publisher(messages: int, rate: float, done: str) -> None:
 
 
 def image_latency(messages: int, rate: float) -> list[tuple[str, str, float, float, int]]:
-    from sgvla.launch.run import free_domain_id
+    from sgvla.launch.ros_domain import free_domain_id
     from sgvla.core.ros_env import loopback_env
 
     env = loopback_env(free_domain_id())

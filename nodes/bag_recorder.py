@@ -9,16 +9,15 @@ transient local only where all of them are), as `ros2 bag record` does. Graphs a
 
 import time
 
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from sgvla.nodegraph.bag import BagWriter
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 
 SKIP = ("/rosout", "/parameter_events")
 
 
-class BagRecorder(Node):
+class BagRecorder(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("bag_recorder", **kwargs)
         self.declare_parameter("output", "run_bag")  # a rosbag2 folder, created (must not exist)
@@ -26,7 +25,7 @@ class BagRecorder(Node):
         self.declare_parameter("discovery_period_s", 0.2)
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         self.only = {self.resolve_topic_name(t) for t in param("topics") if t}
-        self.writer = BagWriter(param("output"))
+        self.writer = self.own(BagWriter(param("output")), self.close_bag)
         self.subs: dict = {}
         self.discover()
         self.create_timer(float(param("discovery_period_s")), self.discover)
@@ -56,11 +55,10 @@ class BagRecorder(Node):
     def on_message(self, topic: str, data: bytes):
         self.writer.write(topic, time.time_ns(), data)
 
-    def destroy_node(self):
+    def close_bag(self):
         self.writer.close()
         total = sum(self.writer.counts.values())
         self.get_logger().info(f"wrote {total} messages on {len(self.writer.counts)} topics to {self.writer.path}")
-        super().destroy_node()
 
 
 def _message_class(msgtype: str):

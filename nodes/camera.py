@@ -7,9 +7,8 @@ calibration file, scaled to the stream's resolution. QoS: sensor data (best effo
 An unplugged camera is reopened every ``reconnect_s``; publishing resumes when frames come back.
 """
 
-from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.qos import QOS
 
 from sgvla.so101.hardware.calibration import load_camera_calibration
@@ -17,7 +16,7 @@ from sgvla.so101.hardware.cameras import Camera
 from sgvla.so101.hardware.config import load_hardware_config
 
 
-class CameraNode(Node):
+class CameraNode(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("camera", **kwargs)
         self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
@@ -42,7 +41,7 @@ class CameraNode(Node):
         if config.depth:
             self.depth_pub = self.create_publisher(Image, f"{name}/depth/image_raw", QOS["sensor"])
             self.depth_info_pub = self.create_publisher(CameraInfo, f"{name}/depth/camera_info", QOS["sensor"])
-        self.camera = Camera(config, reconnect_s=self.get_parameter("reconnect_s").value).start()
+        self.camera = self.own(Camera(config, reconnect_s=self.get_parameter("reconnect_s").value).start())
         self.published = 0
         self.create_timer(0.5 / config.fps, self.publish_latest)  # twice the frame rate: no frame waits long
         self.get_logger().info(f"camera {name} ({config.source} {config.device}) "
@@ -72,10 +71,6 @@ class CameraNode(Node):
             self.depth_pub.publish(self.image(frame.depth, "16UC1", stamp))
             if self.info is not None:
                 self.depth_info_pub.publish(self.info)
-
-    def destroy_node(self):
-        self.camera.close()
-        super().destroy_node()
 
 
 def main(args=None):

@@ -12,13 +12,13 @@ finished episode (saved or not) is followed by a scene reset on ``twin/reset`` (
 finished). Silent joint_states end the node (exit 1); a silent camera discards the episode being recorded.
 """
 
+import time
 from pathlib import Path
 
 import numpy as np
-from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.teleop_recorder import OperatorKeys
 from std_msgs.msg import Int64, String
 
@@ -78,7 +78,7 @@ class TopicFollower(LatestJoints):
         return None if self.commands.watchdog.stale else {**self.positions, **self.goal}
 
 
-class DatasetRecorder(Node):
+class DatasetRecorder(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("dataset_recorder", **kwargs)
         self.declare_parameter("config", "so101")  # rig: control rate, cameras, command timeout
@@ -106,10 +106,12 @@ class DatasetRecorder(Node):
         self.sources = {n: PushedSource(by_name[n], self.param("input_timeout_s")) for n in self.param("cameras")}
         self.pending: dict[str, dict] = {n: {} for n in self.sources}  # stamp -> color or depth, to pair them
         self.cameras: list[Camera] = []
-        self.store = EpisodeStore(Path(self.param("root")), self.param("repo_id"), self.fps, dataset_features(
-            {n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()}))
-        self.keys, self.recorder = OperatorKeys(), None
+        self.store = self.own(EpisodeStore(  # closing drops an unsaved episode
+            Path(self.param("root")), self.param("repo_id"), self.fps,
+            dataset_features({n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()})))
+        self.keys, self.recorder = self.own(OperatorKeys()), None
         self.reset_pub, self.finished = self.create_publisher(Int64, "twin/reset", QOS["reliable"]), 0
+        self.blocked = False  # the last tick held the executor (a save) long enough for the inputs to look stale
         self.create_subscription(JointState, "joint_states", lambda m: self.on_joints(self.follower, m), QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", lambda m: self.on_joints(self.commands, m),
                                  QOS["commands"])
@@ -157,11 +159,19 @@ class DatasetRecorder(Node):
     def tick(self):
         if self.recorder is None and not self.begin():
             return
+        if self.blocked:
+            # After a tick that blocked the executor (saving an episode takes seconds), its next wait yields this
+            # overdue timer before the subscriptions whose messages came in meanwhile: ticking now would read the
+            # inputs as silent for the whole block and end the node. Skip once; they are taken first.
+            self.blocked = False
+            return
+        started = time.monotonic()
         try:
             self.recorder.tick()
         except ArmFault as e:  # silent joint_states: the episode being recorded is discarded (destroy_node)
             self.get_logger().fatal(str(e))
             raise SystemExit(1) from e
+        self.blocked = time.monotonic() - started > self.param("input_timeout_s") / 2
         stats = self.recorder.stats
         if self.param("reset_seed") >= 0 and stats.saved + stats.discarded > self.finished:
             self.finished = stats.saved + stats.discarded
@@ -182,7 +192,7 @@ class DatasetRecorder(Node):
             return False
         # A save blocks this node's callbacks for seconds, and the cameras read as lost meanwhile: they are back
         # within reconnect_s of the next frame, before the next episode can start.
-        self.cameras = [Camera(s.config, source=s, reconnect_s=0.1).start(first_frame_timeout_s=1.0)
+        self.cameras = [self.own(Camera(s.config, source=s, reconnect_s=0.1).start(first_frame_timeout_s=1.0))
                         for s in self.sources.values()]
         self.recorder = TeleopRecorder(self.follower, self.commands, self.cameras, self.store, self.task, self.fps,
                                        self.keys, self.param("episodes"), self.param("episode_time_s"),
@@ -190,12 +200,6 @@ class DatasetRecorder(Node):
         self.get_logger().info(f"inputs ready; recording {self.param('episodes')} episode(s) of {self.task!r} at "
                                f"{self.fps} Hz" + (" (auto start)" if self.param("auto_start") else ""))
         return True
-
-    def destroy_node(self):
-        self.store.close()  # an unsaved episode is dropped
-        for closeable in (*self.cameras, self.keys):
-            closeable.close()
-        super().destroy_node()
 
 
 def main(args=None):

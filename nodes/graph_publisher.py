@@ -7,7 +7,7 @@ from rclpy.duration import Duration
 from rclpy.node import Node
 
 from sgvla_interfaces.msg import SceneGraph
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import positive_parameter, run_node
 from sgvla_ros.conversions import record_to_msg
 from sgvla_ros.qos import QOS
 
@@ -26,7 +26,7 @@ class GraphPublisher(Node):
         self.wait_for = self.get_parameter("wait_for_subscribers").value
         self.publisher = self.create_publisher(SceneGraph, self.get_parameter("topic").value, QOS["reliable"])
         self.index = 0
-        self.timer = self.create_timer(1.0 / self.get_parameter("rate_hz").value, self.tick)
+        self.timer = self.create_timer(1.0 / positive_parameter(self, "rate_hz"), self.tick)
 
     def tick(self):
         if self.index == 0 and self.publisher.get_subscription_count() < self.wait_for:

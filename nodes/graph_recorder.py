@@ -3,15 +3,14 @@
 import json
 from pathlib import Path
 
-from rclpy.node import Node
 
 from sgvla_interfaces.msg import SceneGraph
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.conversions import msg_to_record
 from sgvla_ros.qos import QOS
 
 
-class GraphRecorder(Node):
+class GraphRecorder(ResourceNode):
     def __init__(self):
         super().__init__("graph_recorder")
         self.declare_parameter("output", "scene_graphs.jsonl")
@@ -19,7 +18,7 @@ class GraphRecorder(Node):
         self.declare_parameter("count", 0)  # stop after this many messages; 0 records until shutdown
         self.count = self.get_parameter("count").value
         self.received = 0
-        self.file = Path(self.get_parameter("output").value).open("a", encoding="utf-8")
+        self.file = self.own(Path(self.get_parameter("output").value).open("a", encoding="utf-8"))
         self.create_subscription(SceneGraph, self.get_parameter("topic").value, self.on_graph, QOS["reliable"])
 
     def on_graph(self, msg: SceneGraph):
@@ -28,10 +27,6 @@ class GraphRecorder(Node):
         self.received += 1
         if self.count and self.received >= self.count:
             raise SystemExit(0)
-
-    def destroy_node(self):
-        self.file.close()
-        super().destroy_node()
 
 
 def main(args=None):

@@ -9,19 +9,16 @@ whole goal goes out on ``joint_commands`` at ``rate_hz``, in radians with the co
 units, so the follower's safety layer applies unchanged and, once this node stops, its watchdog holds the arm.
 """
 
-from contextlib import ExitStack
-
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 from sgvla_ros.so101_arm import joint_state
 
 from sgvla.so101.hardware.joints import from_radians
 from sgvla.so101.hardware.keyboard import KeyboardGoal, RawKeys, help_text
 
 
-class KeyboardTeleop(Node):
+class KeyboardTeleop(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("keyboard_teleop", **kwargs)
         self.declare_parameter("step", 2.0)  # degrees (gripper: %) per key press
@@ -30,9 +27,8 @@ class KeyboardTeleop(Node):
         self.goal = KeyboardGoal(step)
         self.publisher = self.create_publisher(JointState, "joint_commands", QOS["commands"])
         self.create_subscription(JointState, "joint_states", self.on_state, QOS["sensor"])
-        self.create_timer(1.0 / self.get_parameter("rate_hz").value, self.tick)
-        self.exits = ExitStack()
-        self.keys = self.exits.enter_context(RawKeys())  # last: the terminal is put back in destroy_node
+        self.create_timer(1.0 / positive_parameter(self, "rate_hz"), self.tick)
+        self.keys = self.resources.enter_context(RawKeys())  # the terminal is put back in destroy_node
         if not self.keys.stream.isatty():
             self.get_logger().warning("stdin is not a terminal: run this node with `ros2 run` in a terminal of its own")
         self.get_logger().info(help_text(step))
@@ -56,10 +52,6 @@ class KeyboardTeleop(Node):
                 self.get_logger().info(f"{moved}: goal {goal}", throttle_duration_sec=0.2)
         if self.goal.active:
             self.publisher.publish(joint_state(self, self.goal.goal))
-
-    def destroy_node(self):
-        self.exits.close()
-        super().destroy_node()
 
 
 def main(args=None):

@@ -5,7 +5,8 @@
 NODES.yaml: {main: NAME, nodes: [{name, module, args: [--ros-args ...]}]}, written by `sgvla.launch.run`
 from the same launch plan as the multi-process launch. Every node keeps its own command-line arguments
 (name remap, parameter files, remappings). Messages still go through DDS. Exits with the main node's code
-(130 when stopped by SIGINT/SIGTERM, which, as for one node, wait for every node's `destroy_node`).
+(130 when stopped by SIGINT/SIGTERM, which, as for one node, wait for every node's `destroy_node`; 1 when a
+node's constructor raised: its error as one line, and the nodes built so far, it too, destroyed).
 """
 
 import importlib
@@ -18,7 +19,8 @@ import yaml
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
-from sgvla_ros.runtime import NodeExit, init, spin_until_stopped
+from sgvla_ros.runtime import (START_FAILED, NodeExit, StartFailed, build, destroy, init, report_start_failure,
+                               spin_until_stopped)
 
 DRAIN_S = 0.5
 
@@ -51,7 +53,12 @@ def main(argv=None) -> int:
     code = 0
     try:
         for item in spec["nodes"]:
-            node = node_class(item["module"])(cli_args=item["args"], use_global_arguments=False)
+            try:
+                node = build(node_class(item["module"]), cli_args=item["args"], use_global_arguments=False)
+            except StartFailed as e:
+                nodes.append(e.node)
+                report_start_failure(e, item["name"])
+                return START_FAILED
             nodes.append(node)
             executor.add_node(node)
         spin_until_stopped(executor, stop)
@@ -64,7 +71,7 @@ def main(argv=None) -> int:
     finally:
         stop.ignore()
         for node in reversed(nodes):
-            node.destroy_node()
+            destroy(node)
         rclpy.try_shutdown()
     return code
 

@@ -4,13 +4,25 @@ SIGINT and SIGTERM only *ask* for a stop: spinning ends between two callbacks an
 its end, whatever signals follow. Ctrl-C reaches a launched node twice (the terminal's process group and the
 launch), and rclpy's own handlers would cut a callback short (an RCLError traceback) or the cleanup itself,
 which for the arm nodes is turning torque off.
+
+A constructor that raises half way (a camera that is not plugged in, an arm port that does not exist) is a
+failed start, not a crash: `build` keeps hold of the half-built node, `report_start_failure` logs the error as
+one line (`[FATAL] [...] [node]: cannot start: ...`; a traceback too where the error is a bug rather than bad
+input or a missing device), and `destroy` releases what the constructor had acquired without ever raising.
+Without this, rclpy's context destroys the half-built node at shutdown and its `destroy_node` fails on what was
+never made (an AttributeError on top of the real error). Nodes that own things derive from `ResourceNode`.
 """
 
 import signal
+import sys
 import time
+import traceback
+from contextlib import ExitStack
 
 import rclpy
+from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 POLL_S = 0.1  # longest wait between a stop signal and the end of spinning
@@ -57,17 +69,110 @@ def spin_until_stopped(executor, stop: StopSignals) -> None:
         executor.spin_once(timeout_sec=POLL_S)
 
 
-def run_node(factory, args=None) -> int:
+START_FAILED = 1  # a node's exit code when its constructor raised
+# Errors that say what is wrong with the input or the machine (bad parameters, names or config, a missing device,
+# file or package): one line is the whole story. Anything else is a bug in the node, shown with its traceback.
+INPUT_ERRORS = (ValueError, OSError, RuntimeError, ImportError, NameValidationException, ParameterException)
+
+
+class ResourceNode(Node):
+    """A node that holds things to release: an arm's torque, cameras, threads, files, a terminal's mode.
+
+    The constructor hands each to `own` (or `self.resources.enter_context`) right after acquiring it; destroy_node
+    releases, last acquired first, exactly what was acquired, also when the constructor failed half way."""
+
+    def __init__(self, node_name: str, **kwargs):
+        self.resources = ExitStack()  # before rclpy's part of the node: it exists whatever fails after this line
+        super().__init__(node_name, **kwargs)
+
+    def own(self, thing, release=None):
+        """`thing`, with `release` (default: its close) to be called by destroy_node."""
+        self.resources.callback(release or thing.close)
+        return thing
+
+    def destroy_node(self):
+        try:
+            self.resources.close()  # every release runs, even after one that raises
+        finally:
+            super().destroy_node()
+
+
+class StartFailed(Exception):
+    """A node's constructor raised `error`; `node` is the half-built node, for `destroy`."""
+
+    def __init__(self, node: Node, error: Exception):
+        super().__init__(f"{type(node).__name__}: {error}")
+        self.node, self.error = node, error
+
+
+def build(node_class: type, **kwargs) -> Node:
+    """`node_class(**kwargs)`, except that when the constructor raises, the half-built object comes with the error
+    (StartFailed): it has to be destroyed (`destroy`) to release what the constructor had acquired."""
+    node = node_class.__new__(node_class)
+    try:
+        node.__init__(**kwargs)
+    except Exception as e:
+        raise StartFailed(node, e) from e
+    return node
+
+
+def _has_rcl_node(node: Node) -> bool:
+    """Whether rclpy's part of the node was made (Node.__init__ got that far): only then is there one to destroy."""
+    try:
+        node.handle
+    except AttributeError:
+        return False
+    return True
+
+
+def node_logger(node: Node, fallback: str):
+    return node.get_logger() if _has_rcl_node(node) else rclpy.logging.get_logger(fallback)
+
+
+def describe(error: BaseException) -> str:
+    """`Type: message` on one line (rclpy's name errors add a line with a caret under the bad character)."""
+    text = "; ".join(line.strip() for line in str(error).splitlines() if line.strip(" ^"))
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def report_start_failure(failure: StartFailed, fallback_name: str) -> None:
+    """One line, `cannot start: <error>`, in the node's log; a bug's traceback goes before it."""
+    if not isinstance(failure.error, INPUT_ERRORS):
+        sys.stderr.write("".join(traceback.format_exception(failure.error)))
+        sys.stderr.flush()
+    node_logger(failure.node, fallback_name).fatal(f"cannot start: {describe(failure.error)}")
+
+
+def destroy(node: Node, fallback_name: str = "sgvla_ros") -> None:
+    """`node.destroy_node()` that never raises: a failing cleanup is one logged line, and rclpy's part of the node
+    is destroyed anyway (so that rclpy's shutdown does not try again)."""
+    if not _has_rcl_node(node):
+        return
+    try:
+        node.destroy_node()
+    except Exception as e:
+        node_logger(node, fallback_name).error(f"cleanup failed: {describe(e)}")
+        try:
+            Node.destroy_node(node)
+        except Exception:  # already destroyed as far as it got; nothing more to release here
+            pass
+
+
+def run_node(factory: type, args=None) -> int:
     """Build the node, spin until a stop signal, an external shutdown, `NodeExit` or `SystemExit`;
-    `destroy_node` always runs to its end (arm nodes turn torque off there). Returns the exit code."""
+    `destroy_node` always runs to its end (arm nodes turn torque off there), also after a failed start (exit code
+    START_FAILED, the error as one line). Returns the exit code."""
     stop = init(args)
     node = None
     code = 0
     try:
-        node = factory()
+        node = build(factory)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         spin_until_stopped(executor, stop)
+    except StartFailed as e:
+        node, code = e.node, START_FAILED
+        report_start_failure(e, factory.__module__.rsplit(".", 1)[-1])
     except (NodeExit, SystemExit) as e:
         code = e.code if isinstance(e.code, int) else 0
     except ExternalShutdownException:
@@ -75,9 +180,17 @@ def run_node(factory, args=None) -> int:
     finally:
         stop.ignore()
         if node is not None:
-            node.destroy_node()
+            destroy(node, factory.__module__.rsplit(".", 1)[-1])
         rclpy.try_shutdown()
     return code
+
+
+def positive_parameter(node: Node, name: str) -> float:
+    """A parameter that must be > 0 (a rate, a period), or a ValueError naming the node and the parameter."""
+    value = node.get_parameter(name).value
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{node.get_name()}: parameter {name} must be > 0, got {value!r}")
+    return float(value)
 
 
 def wait_until(predicate, timeout_s: float, period_s: float = 0.01) -> bool:

@@ -11,7 +11,6 @@ deterministic as the in-process loop. Free-running: it steps at `rate_hz` with t
 
 import numpy as np
 from geometry_msgs.msg import Point, PoseStamped, Quaternion, Vector3
-from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header, String
@@ -24,11 +23,11 @@ from sgvla_interfaces.msg import SceneState as SceneStateMsg
 from sgvla_interfaces.srv import ResetEpisode
 from sgvla_ros.graph_io import camera_info_msg, image_msg, stamp, stored_to_upright
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 from sgvla_ros.state_io import eef_pose_msg, joint_state_msg, key_values, scene_msg, status_msg, values_of
 
 
-class SimBridge(Node):
+class SimBridge(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("sim_bridge", **kwargs)
         self.declare_parameter("lockstep", True)
@@ -46,7 +45,7 @@ class SimBridge(Node):
                 importlib.import_module(module)
         self.lockstep = bool(param("lockstep"))
         self.frame_id = param("frame_id")
-        self.session = EnvironmentSession()
+        self.session = self.own(EnvironmentSession())
         self.ticks = 0  # control steps since start (settle steps included): simulation time
         self.latest_action: np.ndarray | None = None
         self.status_pub = self.create_publisher(StepStatus, "sim/status", QOS["control"])
@@ -62,7 +61,7 @@ class SimBridge(Node):
         self.create_subscription(Action, "action", self.on_action, QOS["control"])
         self.create_service(ResetEpisode, "reset_episode", self.on_reset)
         if not self.lockstep:
-            self.create_timer(1.0 / float(param("rate_hz")), self.tick)
+            self.create_timer(1.0 / positive_parameter(self, "rate_hz"), self.tick)
         self.get_logger().info(f"ready ({'lock-step' if self.lockstep else 'free-running'})")
 
     def _camera_pubs(self, camera: str):
@@ -160,10 +159,6 @@ class SimBridge(Node):
             obj.aabb_half_size = Vector3(x=float(h[0]), y=float(h[1]), z=float(h[2]))
             msg.objects.append(obj)
         self.objects_pub.publish(msg)
-
-    def destroy_node(self):
-        self.session.close()
-        super().destroy_node()
 
 
 def main(args=None):

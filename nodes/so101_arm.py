@@ -12,7 +12,7 @@ with the same profile so that remapping ``joint_commands`` to ``leader/joint_sta
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.qos import QOS
 
 from sgvla.so101.hardware.arm import ArmFault, FollowerArm
@@ -34,7 +34,7 @@ def joint_state(node: Node, positions: dict[str, float]) -> JointState:
     return msg
 
 
-class SO101Arm(Node):
+class SO101Arm(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("so101_arm", **kwargs)
         self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
@@ -42,7 +42,7 @@ class SO101Arm(Node):
         self.declare_parameter("calibration_id", "")
         self.declare_parameter("calibration_dir", "")
         rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "follower"))
-        self.arm = FollowerArm(rig.follower, rig.safety)
+        self.arm = self.own(FollowerArm(rig.follower, rig.safety))  # destroy_node: torque off
         self.arm.connect()
         self.publisher = self.create_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
@@ -63,10 +63,6 @@ class SO101Arm(Node):
             self.get_logger().fatal(f"{e}; last good state: {e.last_state}")
             raise SystemExit(1) from e
         self.publisher.publish(joint_state(self, state.positions))
-
-    def destroy_node(self):
-        self.arm.close()  # torque off
-        super().destroy_node()
 
 
 def main(args=None):

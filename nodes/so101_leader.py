@@ -5,9 +5,8 @@ QoS, so the follower teleoperates when its ``joint_commands`` is remapped there 
 ``teleop:=true``). Torque stays off; a motor that stops answering ends the node.
 """
 
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.qos import QOS
 from sgvla_ros.so101_arm import arm_overrides, joint_state
 
@@ -15,7 +14,7 @@ from sgvla.so101.hardware.arm import ArmFault, LeaderArm
 from sgvla.so101.hardware.config import load_hardware_config
 
 
-class SO101Leader(Node):
+class SO101Leader(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("so101_leader", **kwargs)
         self.declare_parameter("config", "so101")
@@ -23,7 +22,7 @@ class SO101Leader(Node):
         self.declare_parameter("calibration_id", "")
         self.declare_parameter("calibration_dir", "")
         rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "leader"))
-        self.arm = LeaderArm(rig.leader)
+        self.arm = self.own(LeaderArm(rig.leader))
         self.arm.connect()
         self.publisher = self.create_publisher(JointState, "leader/joint_states", QOS["commands"])
         self.create_timer(1.0 / rig.control_rate_hz, self.tick)
@@ -36,10 +35,6 @@ class SO101Leader(Node):
             self.get_logger().fatal(str(e))
             raise SystemExit(1) from e
         self.publisher.publish(joint_state(self, state.positions))
-
-    def destroy_node(self):
-        self.arm.close()
-        super().destroy_node()
 
 
 def main(args=None):

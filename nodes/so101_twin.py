@@ -15,11 +15,10 @@ lock), so a slow render (software OpenGL) lowers the camera rate, not the physic
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from sgvla_ros.graph_io import camera_info_msg, image_msg, scene_graph_msg
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import Header, Int64, String
 
@@ -40,7 +39,7 @@ def depth_msg(depth_mm, header) -> Image:
     return msg
 
 
-class SO101TwinNode(Node):
+class SO101TwinNode(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("so101_twin", **kwargs)
         self.declare_parameter("config", "twin")  # rig: cameras (source: twin), control rate, safety limits
@@ -56,14 +55,20 @@ class SO101TwinNode(Node):
         if wrong:
             raise ValueError(f"so101_twin: camera(s) {wrong} are not 'source: twin' cameras of the rig "
                              f"{param('config')} (it has {[(c.name, c.source) for c in rig.cameras]})")
-        self.twin = So101Twin(load_twin_config(), task_id=param("task_id"))
+        # Released by destroy_node in reverse: cameras, the view (on its render thread), that thread, the arm (the
+        # twin holds where it is), the twin.
+        self.twin = self.own(So101Twin(load_twin_config(), task_id=param("task_id")))
         self.twin.reset(param("seed"))
-        self.arm = TwinArm(self.twin, rig.safety)
+        self.arm = self.own(TwinArm(self.twin, rig.safety))
         self.arm.connect()
         self.render_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin render")  # owns OpenGL
+        self.own(self.render_thread, self.render_thread.shutdown)
         self.view = TwinView(self.twin)
-        self.cameras = {n: Camera(by_name[n], TwinSource(by_name[n], self.view, self.render_thread)).start(30.0)
-                        for n in param("cameras")}
+        self.own(self.view, lambda: self.render_thread.submit(self.view.close).result())
+        self.cameras = {}
+        for n in param("cameras"):
+            self.cameras[n] = self.own(Camera(by_name[n], TwinSource(by_name[n], self.view, self.render_thread))
+                                       .start(30.0))
         self.published = dict.fromkeys(self.cameras, 0)
         self.max_catch_up_s, self.last = param("max_catch_up_s"), time.monotonic()
         self.counts, self.simulated = dict.fromkeys(["joint_states", *self.cameras], 0), 0.0
@@ -142,15 +147,6 @@ class SO101TwinNode(Node):
         counts, self.counts, simulated, self.simulated = self.counts, dict.fromkeys(self.counts, 0), self.simulated, 0.0
         self.get_logger().info("rates (Hz): " + ", ".join(f"{k} {v / 5.0:.1f}" for k, v in counts.items())
                                + f"; physics {simulated / 5.0:.2f} x real time")
-
-    def destroy_node(self):
-        self.arm.close()  # the twin holds where it is
-        for camera in self.cameras.values():
-            camera.close()
-        self.render_thread.submit(self.view.close).result()
-        self.render_thread.shutdown()
-        self.twin.close()
-        super().destroy_node()
 
 
 def main(args=None):

@@ -10,9 +10,8 @@ when the episodes are recorded or on quit; an unsaved episode is never written.
 import sys
 from pathlib import Path
 
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.qos import QOS
 from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import String
@@ -38,7 +37,7 @@ class OperatorKeys:
             self.terminal.__exit__(None, None, None)
 
 
-class TeleopRecorderNode(Node):
+class TeleopRecorderNode(ResourceNode):
     def __init__(self):
         super().__init__("teleop_recorder")
         self.declare_parameter("config", "so101")
@@ -61,14 +60,16 @@ class TeleopRecorderNode(Node):
         if param("calibration_dir"):
             overrides["leader.calibration_dir"] = param("calibration_dir")
         rig = load_hardware_config(param("config"), overrides)
-        self.follower, self.leader = FollowerArm(rig.follower, rig.safety), LeaderArm(rig.leader)
+        # destroy_node releases them in reverse: keys, the store (an unsaved episode is dropped), cameras, arms
+        self.follower = self.own(FollowerArm(rig.follower, rig.safety))
         self.follower.connect()
+        self.leader = self.own(LeaderArm(rig.leader))
         self.leader.connect()
-        self.cameras = [Camera(c).start() for c in rig.cameras]
+        self.cameras = [self.own(Camera(c).start()) for c in rig.cameras]
         fps = round(rig.control_rate_hz)
         features = dataset_features({c.name: (c.height, c.width, c.depth) for c in rig.cameras})
-        self.store = EpisodeStore(Path(param("root")), param("repo_id"), fps, features)
-        self.keys = OperatorKeys()
+        self.store = self.own(EpisodeStore(Path(param("root")), param("repo_id"), fps, features))
+        self.keys = self.own(OperatorKeys())
         self.recorder = TeleopRecorder(self.follower, self.leader, self.cameras, self.store, param("task"), fps,
                                        self.keys, param("episodes"), param("episode_time_s"), param("reset_time_s"),
                                        param("auto_start"))
@@ -92,12 +93,6 @@ class TeleopRecorderNode(Node):
             self.get_logger().info(f"saved {stats.saved} episode(s), {stats.frames} frames; discarded "
                                    f"{stats.discarded}; dataset has {self.store.episodes} episode(s)")
             raise SystemExit(0)
-
-    def destroy_node(self):
-        self.store.close()  # an unsaved episode is dropped
-        for closeable in (*self.cameras, self.leader, self.follower, self.keys):
-            closeable.close()
-        super().destroy_node()
 
 
 def main(args=None):

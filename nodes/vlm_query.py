@@ -6,7 +6,6 @@ blocks the camera or the control loop.
 """
 
 import numpy as np
-from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from sgvla.scene_graph.ontology import load_ontology
@@ -14,7 +13,7 @@ from sgvla.vlm.config import load_client_config, make_vlm
 from sgvla.vlm.live import LatestFrameWorker
 from sgvla.vlm.prompts import DEFAULT_PROMPT, canonical_camera, load_prompt
 from sgvla_interfaces.msg import SceneGraph
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.conversions import record_to_msg
 from sgvla_ros.qos import QOS
 
@@ -33,7 +32,7 @@ def image_to_array(msg: Image) -> np.ndarray:
     return np.ascontiguousarray(pixels[..., 2::-1] if bgr else pixels[..., :3])
 
 
-class VLMQuery(Node):
+class VLMQuery(ResourceNode):
     def __init__(self):
         super().__init__("vlm_query")
         self.declare_parameter("client", "")  # a name in config/vlm/clients/ or a YAML path
@@ -51,8 +50,8 @@ class VLMQuery(Node):
         self.camera = canonical_camera(param("camera"))
         self.task = param("task")
         self.prompt = load_prompt(param("prompt"))
-        vlm = make_vlm(load_client_config(param("client")), self.prompt, self.ontology)
-        self.worker = LatestFrameWorker(vlm, param("rate_hz"))
+        vlm = self.own(make_vlm(load_client_config(param("client")), self.prompt, self.ontology))
+        self.worker = self.own(LatestFrameWorker(vlm, param("rate_hz")))
         self.publisher = self.create_publisher(SceneGraph, param("topic"), QOS["reliable"])
         self.create_subscription(Image, param("image_topic"), self.on_image, QOS["sensor"])
         self.published = None
@@ -78,11 +77,6 @@ class VLMQuery(Node):
         msg = record_to_msg(record)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.publisher.publish(msg)
-
-    def destroy_node(self):
-        self.worker.close()
-        self.worker.vlm.close()
-        super().destroy_node()
 
 
 def main(args=None):

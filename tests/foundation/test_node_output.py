@@ -1,0 +1,38 @@
+"""What `sgvla launch` quotes of a node that exited first: its last ROS error line (colours and prefix stripped), or
+the exception that ended a traceback, or else its last line; everything passes on, prefixed by the node's name."""
+
+import io
+import os
+
+from sgvla.launch.node_output import NodeOutput
+
+TRACEBACK = b"""[INFO] [1795682010.1] [evaluator]: ready
+Traceback (most recent call last):
+  File "x.py", line 1, in <module>
+    raise KeyError("plan")
+KeyError: 'plan'
+"""
+
+
+def follow(data: bytes) -> tuple[NodeOutput, bytes]:
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    sink = io.BytesIO()
+    output = NodeOutput("evaluator", os.fdopen(read, "rb"), sink=sink)
+    output.wait(10)
+    return output, sink.getvalue()
+
+
+def test_the_last_ros_error_line_is_quoted_without_its_colours_and_prefix():
+    output, passed_on = follow(b"[INFO] [1.5] [evaluator]: ready\n\x1b[31m[ERROR] [2.5] [evaluator]: node graph not "
+                               b"ready: node sim_bridge\x1b[0m\n[INFO] [3.5] [evaluator]: records: ...")
+    assert output.last_error() == "node graph not ready: node sim_bridge"
+    assert passed_on.splitlines()[0] == b"[evaluator] [INFO] [1.5] [evaluator]: ready"
+    assert passed_on.endswith(b"[evaluator] [INFO] [3.5] [evaluator]: records: ...\n")  # a last line without newline
+
+
+def test_a_traceback_is_quoted_by_its_exception_and_plain_output_by_its_last_line():
+    assert follow(TRACEBACK)[0].last_error() == "KeyError: 'plan'"
+    assert follow(b"starting\nsomething odd happened\n\n")[0].last_error() == "something odd happened"
+    assert follow(b"")[0].last_error() == ""
