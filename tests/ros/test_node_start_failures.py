@@ -82,7 +82,7 @@ def test_nodes_that_acquire_things_release_them_after_failing_half_way(tmp_path,
     run_cases({
         "so101_twin": ("so101_twin", {"config": twin_rig, "cameras": "[agentview, 'wrist view']"},
                        r"InvalidTopicNameException: .*'wrist view/image_raw'"),
-        "sim_bridge": ("sim_bridge", {"preload": "false", "lockstep": "false", "rate_hz": 0.0},
+        "sim_bridge": ("sim_bridge", {"preload": "['']", "lockstep": "false", "rate_hz": 0.0},
                        r"ValueError: sim_bridge: parameter rate_hz must be > 0, got 0.0"),
         "dataset_recorder": ("dataset_recorder", {"config": twin_rig, "root": a_file, "cameras": "[agentview]"},
                              rf"{a_file}"),
