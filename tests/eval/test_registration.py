@@ -1,0 +1,87 @@
+"""A context mode and a graph source are one class each plus their registration: registered here, named in a plan,
+checked when the plan loads, and run through a real episode (the SO101 twin, in process)."""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+import sgvla.plugins  # noqa: F401
+from sgvla.core.config import ConfigError, from_mapping
+from sgvla.core.context import ContextMode
+from sgvla.core.graph_source import GraphSourceConfig, GroundTruthSource
+from sgvla.eval.config import EvalConfig
+from sgvla.eval.runner import Worker, plan
+from sgvla.scene_graph import Graph, ViewGraph
+
+pytestmark = pytest.mark.sim
+
+
+@dataclass
+class VisibleObjects(ContextMode):
+    """The names of the objects the view sees, no relations."""
+
+    uses_graph: ClassVar[bool] = True
+
+    def block(self, view_graph, view, ontology, style):
+        return f"Visible in {view}: {', '.join(sorted(view_graph.boxes))}", 0
+
+
+class EveryoneLeftOf(GroundTruthSource):
+    """The ground truth's objects and boxes, with one invented relation (a source a test can recognise)."""
+
+    name = "everyone_left_of"
+
+    def view_graph(self, view, observation, scene, task):
+        truth = super().view_graph(view, observation, scene, task)
+        first, *rest = sorted(truth.boxes)
+        return ViewGraph(view, Graph.of([(o, "is_left_of", first) for o in rest]), truth.boxes)
+
+
+@dataclass
+class EveryoneLeftOfConfig(GraphSourceConfig):
+    marker: str = "x"
+
+    def make(self, backend, ontology):
+        return EveryoneLeftOf(backend)
+
+
+@pytest.fixture
+def registered():
+    ContextMode.register("visible_objects")(VisibleObjects)
+    GraphSourceConfig.register("everyone_left_of")(EveryoneLeftOfConfig)
+    yield
+    ContextMode.unregister("visible_objects")
+    GraphSourceConfig.unregister("everyone_left_of")
+
+
+def plan_of(tmp_path, **changes) -> EvalConfig:
+    data = {"suite": {"type": "so101_twin", "image_size": 64}, "policies": [{"type": "expert"}], "tasks": [0],
+            "perturbations": "none", "modes": ["visible_objects", "scene_graph_full"], "episodes": 1, "max_steps": 3,
+            "graph_source": {"type": "everyone_left_of", "marker": "y"}, "output_dir": str(tmp_path)}
+    return from_mapping(EvalConfig, {**data, **changes})
+
+
+def test_a_registered_mode_and_source_run_an_episode(registered, tmp_path):
+    cfg = plan_of(tmp_path)
+    worker = Worker(cfg)
+    try:
+        visible, full = (worker.run(key) for key in plan(cfg))
+    finally:
+        worker.close_backend()
+    assert visible["mode"] == "visible_objects" and visible["steps"] == 3 and visible["graph_source"] == "everyone_left_of"
+    assert "\nVisible in agentview: " in visible["prompt"] and "black_bowl" in visible["prompt"]
+    assert full["triplets_in_prompt"] > 0 and "is_left_of" in full["prompt"] and "is_right_of" not in full["prompt"]
+
+
+def test_unregistered_names_fail_when_the_plan_loads(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown context mode 'visible_objects'; choose from \["):
+        plan_of(tmp_path, graph_source="ground_truth")
+    with pytest.raises(ConfigError, match=r"unknown graph source 'everyone_left_of'; choose from \['ground_truth', "):
+        plan_of(tmp_path, modes=["standard"])
+
+
+def test_options_of_a_registered_choice_are_checked(registered, tmp_path):
+    with pytest.raises(ConfigError, match=r"graph_source\(everyone_left_of\): unknown key\(s\) colour; valid keys: "
+                                          "marker"):
+        plan_of(tmp_path, graph_source={"type": "everyone_left_of", "colour": "red"})
