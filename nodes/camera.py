@@ -4,11 +4,12 @@ Topics under the camera's name: ``<name>/image_raw`` (rgb8), ``<name>/camera_inf
 streams ``<name>/depth/image_raw`` (16UC1 millimetres, pixel-aligned with color, so it shares the
 color frame id and intrinsics) and ``<name>/depth/camera_info``. CameraInfo comes from the camera's
 calibration file, scaled to the stream's resolution. QoS: sensor data (best effort, latest wins).
-An unplugged camera is reopened every ``reconnect_s``; publishing resumes when frames come back.
+An unplugged camera is reopened every ``reconnect_s``; publishing resumes when frames come back. A managed
+(lifecycle) node: configure opens the device, activate publishes, deactivate stops publishing, cleanup closes it.
 """
 
 from sensor_msgs.msg import CameraInfo, Image
-from sgvla_ros.runtime import ResourceNode, run_node
+from sgvla_ros.runtime import HardwareNode, run_node
 from sgvla_ros.qos import QOS
 
 from sgvla.so101.hardware.calibration import load_camera_calibration
@@ -16,7 +17,7 @@ from sgvla.so101.hardware.cameras import Camera
 from sgvla.so101.hardware.config import load_hardware_config
 
 
-class CameraNode(ResourceNode):
+class CameraNode(HardwareNode):
     def __init__(self, **kwargs):
         super().__init__("camera", **kwargs)
         self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
@@ -36,16 +37,26 @@ class CameraNode(ResourceNode):
             self.info.header.frame_id = config.frame_id
         else:
             self.get_logger().warning(f"camera {name}: no calibration file, so no camera_info")
-        self.image_pub = self.create_publisher(Image, f"{name}/image_raw", QOS["sensor"])
-        self.info_pub = self.create_publisher(CameraInfo, f"{name}/camera_info", QOS["sensor"])
+        publisher = self.create_lifecycle_publisher
+        self.image_pub = publisher(Image, f"{name}/image_raw", QOS["sensor"])
+        self.info_pub = publisher(CameraInfo, f"{name}/camera_info", QOS["sensor"])
         if config.depth:
-            self.depth_pub = self.create_publisher(Image, f"{name}/depth/image_raw", QOS["sensor"])
-            self.depth_info_pub = self.create_publisher(CameraInfo, f"{name}/depth/camera_info", QOS["sensor"])
-        self.camera = self.own(Camera(config, reconnect_s=self.get_parameter("reconnect_s").value).start())
+            self.depth_pub = publisher(Image, f"{name}/depth/image_raw", QOS["sensor"])
+            self.depth_info_pub = publisher(CameraInfo, f"{name}/depth/camera_info", QOS["sensor"])
+        self.camera = self.timer = None
         self.published = 0
-        self.create_timer(0.5 / config.fps, self.publish_latest)  # twice the frame rate: no frame waits long
-        self.get_logger().info(f"camera {name} ({config.source} {config.device}) "
+
+    def connect(self):
+        config = self.config
+        self.camera = self.own(Camera(config, reconnect_s=self.get_parameter("reconnect_s").value).start())
+        self.get_logger().info(f"camera {config.name} ({config.source} {config.device}) "
                                f"{config.width}x{config.height}@{config.fps}")
+
+    def activate(self):
+        self.timer = self.create_timer(0.5 / self.config.fps, self.publish_latest)  # twice the rate: no frame waits
+
+    def deactivate(self):
+        self.destroy_timer(self.timer)
 
     def image(self, pixels, encoding: str, stamp) -> Image:
         height, width = pixels.shape[:2]

@@ -22,6 +22,7 @@ from contextlib import ExitStack
 import rclpy
 from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
@@ -97,6 +98,81 @@ class ResourceNode(Node):
             super().destroy_node()
 
 
+class HardwareNode(LifecycleNode):
+    """A ROS 2 managed (lifecycle) node for hardware: configure = connect (`connect`), activate = stream (`activate`:
+    an arm turns torque on), deactivate = hold (`deactivate`), cleanup = release what `connect` acquired (an arm's
+    torque off); shutdown and destroy release it too. Topics publish only while active (lifecycle publishers).
+
+    With the parameter `autostart` (default true: `sgvla launch` and the launch files rely on it) the node configures
+    and activates itself when it starts; a transition that fails is a failed start with the hardware's own error.
+    Without it, a lifecycle manager (or `ros2 lifecycle set`) drives the transitions."""
+
+    def __init__(self, node_name: str, **kwargs):
+        self.resources = ExitStack()  # what `connect` acquired
+        self.failure: Exception | None = None
+        super().__init__(node_name, **kwargs)
+        self.declare_parameter("autostart", True)
+
+    def own(self, thing, release=None):
+        """`thing`, with `release` (default: its close) to be called at cleanup, shutdown and destroy."""
+        self.resources.callback(release or thing.close)
+        return thing
+
+    def connect(self) -> None: ...
+
+    def activate(self) -> None: ...
+
+    def deactivate(self) -> None: ...
+
+    def _transition(self, step, state) -> TransitionCallbackReturn:
+        try:
+            step()
+        except Exception as e:  # the hardware's own error is what the operator needs to see
+            self.failure = e
+            self.get_logger().error(f"{describe(e)}")
+            self.resources.close()
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        return self._transition(self.connect, state)
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        result = self._transition(self.activate, state)
+        return super().on_activate(state) if result == TransitionCallbackReturn.SUCCESS else result
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        self._transition(self.deactivate, state)
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        self.resources.close()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        self.resources.close()
+        return TransitionCallbackReturn.SUCCESS
+
+    def autostart(self) -> None:
+        """Configure and activate now (when `autostart` is set); StartFailed with the hardware's error otherwise."""
+        if not self.get_parameter("autostart").value:
+            self.get_logger().info("waiting for lifecycle transitions (autostart: false)")
+            return
+        for trigger in (self.trigger_configure, self.trigger_activate):
+            if trigger() != TransitionCallbackReturn.SUCCESS:
+                raise StartFailed(self, self.failure or RuntimeError(f"{trigger.__name__} failed"))
+
+    @property
+    def active(self) -> bool:
+        return self._state_machine.current_state[1] == "active"
+
+    def destroy_node(self):
+        try:
+            self.resources.close()  # every release runs, even after one that raises
+        finally:
+            super().destroy_node()
+
+
 class StartFailed(Exception):
     """A node's constructor raised `error`; `node` is the half-built node, for `destroy`."""
 
@@ -113,6 +189,8 @@ def build(node_class: type, **kwargs) -> Node:
         node.__init__(**kwargs)
     except Exception as e:
         raise StartFailed(node, e) from e
+    if isinstance(node, HardwareNode):
+        node.autostart()  # configure and activate, unless a lifecycle manager is to
     return node
 
 

@@ -8,11 +8,15 @@ command arrived for ``command_timeout_s``. A motor that stops answering ends the
 QoS: joint states are sensor data (best effort, latest wins). Commands are reliable with depth 1:
 the newest goal always arrives and an old one never queues behind it; the leader arm publishes
 with the same profile so that remapping ``joint_commands`` to ``leader/joint_states`` teleoperates.
+
+A managed (lifecycle) node: configure connects (torque stays off), activate turns torque on holding the present
+pose and streams, deactivate holds (torque on, no stream, commands ignored), cleanup turns torque off and releases
+the port. It configures and activates itself at start unless ``autostart`` is false.
 """
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from sgvla_ros.runtime import ResourceNode, run_node
+from sgvla_ros.runtime import HardwareNode, run_node
 from sgvla_ros.qos import QOS
 
 from sgvla.so101.hardware.arm import ArmFault, FollowerArm
@@ -34,22 +38,38 @@ def joint_state(node: Node, positions: dict[str, float]) -> JointState:
     return msg
 
 
-class SO101Arm(ResourceNode):
+class SO101Arm(HardwareNode):
     def __init__(self, **kwargs):
         super().__init__("so101_arm", **kwargs)
         self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
         self.declare_parameter("port", "")
         self.declare_parameter("calibration_id", "")
         self.declare_parameter("calibration_dir", "")
-        rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "follower"))
-        self.arm = self.own(FollowerArm(rig.follower, rig.safety))  # destroy_node: torque off
-        self.arm.connect()
-        self.publisher = self.create_publisher(JointState, "joint_states", QOS["sensor"])
+        self.rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "follower"))
+        self.arm: FollowerArm | None = None
+        self.timer = None
+        self.publisher = self.create_lifecycle_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
-        self.create_timer(1.0 / rig.control_rate_hz, self.tick)
-        self.get_logger().info(f"follower on {rig.follower.port} at {rig.control_rate_hz:g} Hz")
+
+    def connect(self):
+        rig = self.rig
+        self.arm = self.own(FollowerArm(rig.follower, rig.safety))  # cleanup, shutdown, destroy: torque off
+        self.arm.connect()
+        self.arm.set_torque(False)
+        self.get_logger().info(f"follower on {rig.follower.port} (torque off until active)")
+
+    def activate(self):
+        self.arm.set_torque(True)  # holding the present pose
+        self.timer = self.create_timer(1.0 / self.rig.control_rate_hz, self.tick)
+        self.get_logger().info(f"active: torque on, {self.rig.control_rate_hz:g} Hz")
+
+    def deactivate(self):
+        self.destroy_timer(self.timer)
+        self.arm.hold()  # torque stays on where the arm is
 
     def on_command(self, msg: JointState):
+        if not self.active:
+            return
         try:
             self.arm.command(from_radians(msg.name, msg.position))
         except (ValueError, UnsafeCommand) as e:  # refused whole; the previous target stands

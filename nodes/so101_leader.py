@@ -2,11 +2,12 @@
 
 Publishes on ``leader/joint_states`` (radians, URDF names) at the control rate with the arm's command
 QoS, so the follower teleoperates when its ``joint_commands`` is remapped there (hardware.launch.py
-``teleop:=true``). Torque stays off; a motor that stops answering ends the node.
+``teleop:=true``). Torque stays off; a motor that stops answering ends the node. A managed (lifecycle) node:
+configure connects, activate streams, deactivate stops streaming, cleanup releases the port.
 """
 
 from sensor_msgs.msg import JointState
-from sgvla_ros.runtime import ResourceNode, run_node
+from sgvla_ros.runtime import HardwareNode, run_node
 from sgvla_ros.qos import QOS
 from sgvla_ros.so101_arm import arm_overrides, joint_state
 
@@ -14,19 +15,28 @@ from sgvla.so101.hardware.arm import ArmFault, LeaderArm
 from sgvla.so101.hardware.config import load_hardware_config
 
 
-class SO101Leader(ResourceNode):
+class SO101Leader(HardwareNode):
     def __init__(self, **kwargs):
         super().__init__("so101_leader", **kwargs)
         self.declare_parameter("config", "so101")
         self.declare_parameter("port", "")
         self.declare_parameter("calibration_id", "")
         self.declare_parameter("calibration_dir", "")
-        rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "leader"))
-        self.arm = self.own(LeaderArm(rig.leader))
+        self.rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "leader"))
+        self.arm: LeaderArm | None = None
+        self.timer = None
+        self.publisher = self.create_lifecycle_publisher(JointState, "leader/joint_states", QOS["commands"])
+
+    def connect(self):
+        self.arm = self.own(LeaderArm(self.rig.leader))
         self.arm.connect()
-        self.publisher = self.create_publisher(JointState, "leader/joint_states", QOS["commands"])
-        self.create_timer(1.0 / rig.control_rate_hz, self.tick)
-        self.get_logger().info(f"leader on {rig.leader.port} at {rig.control_rate_hz:g} Hz")
+
+    def activate(self):
+        self.timer = self.create_timer(1.0 / self.rig.control_rate_hz, self.tick)
+        self.get_logger().info(f"leader on {self.rig.leader.port} at {self.rig.control_rate_hz:g} Hz")
+
+    def deactivate(self):
+        self.destroy_timer(self.timer)
 
     def tick(self):
         try:

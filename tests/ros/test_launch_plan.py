@@ -22,8 +22,10 @@ MINE = ["sim_bridge", "scene_graph", "vla_policy", "evaluator", "bag_recorder"]
 
 def defaults(executable: str) -> dict:
     """Parameter -> default of every `declare_parameter("name", <literal>)` in the node's module."""
-    tree = ast.parse((REPO_ROOT / "nodes" / f"{NODES[executable]}.py").read_text())
-    return {call.args[0].value: ast.literal_eval(call.args[1]) for call in ast.walk(tree)
+    source = (REPO_ROOT / "nodes" / f"{NODES[executable]}.py").read_text()
+    if "(HardwareNode)" in source:  # managed nodes inherit the base's parameters (autostart)
+        source += (REPO_ROOT / "nodes" / "runtime.py").read_text()
+    return {call.args[0].value: ast.literal_eval(call.args[1]) for call in ast.walk(ast.parse(source))
             if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter"}
 
 

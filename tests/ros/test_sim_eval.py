@@ -224,4 +224,4 @@ def test_every_recorded_message_decodes_from_the_msg_files_alone(runs, bag):
                           timeout=300, cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     total, topics, names = proc.stdout.split(" ", 2)
-    assert int(total) > 100 and "/sim/scene" in names and "/eval/result" in names, proc.stdout
+    assert int(total) > 50 and "/sim/scene" in names and "/eval/result" in names, proc.stdout

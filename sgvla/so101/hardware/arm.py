@@ -231,6 +231,21 @@ class FollowerArm(_Arm):
         self.holding = False
         return safe
 
+    def set_torque(self, enabled: bool) -> None:
+        """Torque on (after goal := present, so the arm holds where it is) or off (limp). A managed node turns it
+        on when it activates and off when it cleans up."""
+        self._require_connected()
+        if enabled:
+            self.hold()
+        bus = self.device.bus
+        try:
+            bus.enable_torque(num_retry=self.config.read_retries) if enabled else bus.disable_torque(
+                num_retry=self.config.read_retries)
+        except BUS_ERRORS as e:
+            self._fault(e)
+        self.watchdog = Watchdog(self.safety.command_timeout_s)  # no old command counts as fresh
+        self.target = {}
+
     def hold(self) -> None:
         """Stop where the arm is: goal := present position, in raw encoder steps (no rounding)."""
         self._require_connected()
