@@ -51,8 +51,9 @@ def test_ros_package_exposes_the_nodes_folder():
 def test_interfaces_package_lists_every_definition():
     pkg = REPO_ROOT / "ros2_ws/src/sgvla_interfaces"
     cmake = (pkg / "CMakeLists.txt").read_text()
-    defs = sorted(p.relative_to(pkg).as_posix() for p in [*pkg.glob("msg/*.msg"), *pkg.glob("srv/*.srv")])
-    listed = sorted(re.findall(r'"((?:msg|srv)/\w+\.(?:msg|srv))"', cmake))
+    defs = sorted(p.relative_to(pkg).as_posix() for p in [*pkg.glob("msg/*.msg"), *pkg.glob("srv/*.srv"),
+                                                          *pkg.glob("action/*.action")])
+    listed = sorted(re.findall(r'"((?:msg|srv|action)/\w+\.(?:msg|srv|action))"', cmake))
     assert defs == listed
 
 
