@@ -52,7 +52,8 @@ def overhead(steps: int, profile: str) -> dict:
 def episodes_per_hour(profile: str, workers: int, episodes: int) -> float:
     with tempfile.TemporaryDirectory() as out:
         cfg = from_mapping(EvalConfig, dict(
-            name=f"{profile}-w{workers}", suite={"type": "libero_spatial", "render_profile": profile, "image_size": 256},
+            name=f"{profile}-w{workers}",
+            suite={"type": "libero_spatial", "render_profile": profile, "image_size": 256},
             policies=[{"type": "prompt_grounded"}], tasks=[0, 5], perturbations="table7",
             modes=["standard", "scene_graph"], episodes=max(1, episodes // 4), workers=workers,
             render_images=True, output_dir=out))  # render every step, as a VLA needs

@@ -126,8 +126,9 @@ def image_latency(messages: int, rate: float) -> list[tuple[str, str, float, flo
 
 # -- 2. evaluation throughput -------------------------------------------------------------------
 
-PLAN = {"name": "bench_ros", "policies": [{"type": "expert"}], "tasks": [0], "perturbations": "table7",
-        "modes": ["standard", "scene_graph"], "render_profile": "fast", "image_size": 64, "workers": 1}
+PLAN = {"name": "bench_ros", "suite": {"type": "libero_spatial", "render_profile": "fast", "image_size": 64},
+        "policies": [{"type": "expert"}], "tasks": [0], "perturbations": "table7", "modes": ["standard", "scene_graph"],
+        "workers": 1}
 
 
 def _episodes_per_hour(path: Path) -> tuple[float, float, int]:
