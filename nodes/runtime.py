@@ -76,18 +76,16 @@ START_FAILED = 1  # a node's exit code when its constructor raised
 INPUT_ERRORS = (ValueError, OSError, RuntimeError, ImportError, NameValidationException, ParameterException)
 
 
-class ResourceNode(Node):
-    """A node that holds things to release: an arm's torque, cameras, threads, files, a terminal's mode.
-
-    The constructor hands each to `own` (or `self.resources.enter_context`) right after acquiring it; destroy_node
-    releases, last acquired first, exactly what was acquired, also when the constructor failed half way."""
+class OwnsResources:
+    """What a node acquired, released last first, exactly once: at destroy (also after a constructor that failed
+    half way) and, for managed nodes, at cleanup and shutdown."""
 
     def __init__(self, node_name: str, **kwargs):
         self.resources = ExitStack()  # before rclpy's part of the node: it exists whatever fails after this line
         super().__init__(node_name, **kwargs)
 
     def own(self, thing, release=None):
-        """`thing`, with `release` (default: its close) to be called by destroy_node."""
+        """`thing`, with `release` (default: its close) to be called when the node releases what it holds."""
         self.resources.callback(release or thing.close)
         return thing
 
@@ -98,7 +96,14 @@ class ResourceNode(Node):
             super().destroy_node()
 
 
-class HardwareNode(LifecycleNode):
+class ResourceNode(OwnsResources, Node):
+    """A node that holds things to release: an arm's torque, cameras, threads, files, a terminal's mode.
+
+    The constructor hands each to `own` (or `self.resources.enter_context`) right after acquiring it; destroy_node
+    releases, last acquired first, exactly what was acquired, also when the constructor failed half way."""
+
+
+class HardwareNode(OwnsResources, LifecycleNode):
     """A ROS 2 managed (lifecycle) node for hardware: configure = connect (`connect`), activate = stream (`activate`:
     an arm turns torque on), deactivate = hold (`deactivate`), cleanup = release what `connect` acquired (an arm's
     torque off); shutdown and destroy release it too. Topics publish only while active (lifecycle publishers).
@@ -108,15 +113,10 @@ class HardwareNode(LifecycleNode):
     Without it, a lifecycle manager (or `ros2 lifecycle set`) drives the transitions."""
 
     def __init__(self, node_name: str, **kwargs):
-        self.resources = ExitStack()  # what `connect` acquired
         self.failure: Exception | None = None
+        self._autostarting = False
         super().__init__(node_name, **kwargs)
         self.declare_parameter("autostart", True)
-
-    def own(self, thing, release=None):
-        """`thing`, with `release` (default: its close) to be called at cleanup, shutdown and destroy."""
-        self.resources.callback(release or thing.close)
-        return thing
 
     def connect(self) -> None: ...
 
@@ -124,25 +124,26 @@ class HardwareNode(LifecycleNode):
 
     def deactivate(self) -> None: ...
 
-    def _transition(self, step, state) -> TransitionCallbackReturn:
+    def _transition(self, step) -> TransitionCallbackReturn:
         try:
             step()
         except Exception as e:  # the hardware's own error is what the operator needs to see
             self.failure = e
-            self.get_logger().error(f"{describe(e)}")
+            if not self._autostarting:  # a failed autostart is reported once, as the failed start
+                self.get_logger().error(f"{step.__name__} failed: {describe(e)}")
             self.resources.close()
             return TransitionCallbackReturn.FAILURE
         return TransitionCallbackReturn.SUCCESS
 
     def on_configure(self, state) -> TransitionCallbackReturn:
-        return self._transition(self.connect, state)
+        return self._transition(self.connect)
 
     def on_activate(self, state) -> TransitionCallbackReturn:
-        result = self._transition(self.activate, state)
+        result = self._transition(self.activate)
         return super().on_activate(state) if result == TransitionCallbackReturn.SUCCESS else result
 
     def on_deactivate(self, state) -> TransitionCallbackReturn:
-        self._transition(self.deactivate, state)
+        self._transition(self.deactivate)
         return super().on_deactivate(state)
 
     def on_cleanup(self, state) -> TransitionCallbackReturn:
@@ -158,19 +159,17 @@ class HardwareNode(LifecycleNode):
         if not self.get_parameter("autostart").value:
             self.get_logger().info("waiting for lifecycle transitions (autostart: false)")
             return
-        for trigger in (self.trigger_configure, self.trigger_activate):
-            if trigger() != TransitionCallbackReturn.SUCCESS:
-                raise StartFailed(self, self.failure or RuntimeError(f"{trigger.__name__} failed"))
+        self._autostarting = True
+        try:
+            for trigger in (self.trigger_configure, self.trigger_activate):
+                if trigger() != TransitionCallbackReturn.SUCCESS:
+                    raise StartFailed(self, self.failure or RuntimeError(f"{trigger.__name__} failed"))
+        finally:
+            self._autostarting = False
 
     @property
     def active(self) -> bool:
         return self._state_machine.current_state[1] == "active"
-
-    def destroy_node(self):
-        try:
-            self.resources.close()  # every release runs, even after one that raises
-        finally:
-            super().destroy_node()
 
 
 class StartFailed(Exception):

@@ -62,28 +62,13 @@ class LeRobotPolicyConfig(PolicyConfig):
                              name=self.name, env_cfg=env_config, policy_type=self.checkpoint_type)
 
 
-@PolicyConfig.register("act")
-@dataclass
-class ACTConfig(LeRobotPolicyConfig):
-    checkpoint_type: ClassVar[str | None] = "act"
+def _checkpoint_config(policy_type: str) -> type[LeRobotPolicyConfig]:
+    """The registered config of one LeRobot policy type: a checkpoint that must hold that type."""
+    namespace = {"checkpoint_type": policy_type, "__doc__": f"A LeRobot {policy_type} checkpoint.", "__module__": __name__}
+    return PolicyConfig.register(policy_type)(dataclass(type(f"{policy_type}Config", (LeRobotPolicyConfig,), namespace)))
 
 
-@PolicyConfig.register("smolvla")
-@dataclass
-class SmolVLAConfig(LeRobotPolicyConfig):
-    checkpoint_type: ClassVar[str | None] = "smolvla"
-
-
-@PolicyConfig.register("pi0")
-@dataclass
-class Pi0Config(LeRobotPolicyConfig):
-    checkpoint_type: ClassVar[str | None] = "pi0"
-
-
-@PolicyConfig.register("pi05")
-@dataclass
-class Pi05Config(LeRobotPolicyConfig):
-    checkpoint_type: ClassVar[str | None] = "pi05"
+ACTConfig, SmolVLAConfig, Pi0Config, Pi05Config = map(_checkpoint_config, ("act", "smolvla", "pi0", "pi05"))
 
 
 @PolicyConfig.register("lerobot")
