@@ -10,12 +10,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from sgvla.overrides import parse_items
 from sgvla.launch.plan import ARGUMENTS, launch_names, launch_plan, topic_table
+from sgvla.overrides import parse_items
 
-LAUNCH_SYNTAX = ("Launch arguments are name=value items (`ros2 launch` writes name:=value; sgvla does not), anywhere "
-          "after NAME; the value is read as YAML and passed on as text (true, 3, 0.5; nothing: empty), so quote "
-          "text YAML would read as a list or mapping.")
+LAUNCH_SYNTAX = ("Launch arguments are name=value items (`ros2 launch` writes name:=value; sgvla does not), "
+                 "anywhere after NAME; the value is read as YAML and passed on as text (true, 3, 0.5; nothing: "
+                 "empty), so quote text YAML would read as a list or mapping.")
 EXAMPLES = """examples:
   sgvla launch sim_eval eval_overrides='tasks=[0] episodes=1' stepping=free_running
   sgvla launch hardware sim=true teleop=leader record=~/data/twin episodes=5
@@ -61,7 +61,7 @@ def _rest(args) -> None:
     """Options and name=value arguments in any order after the launch name (argparse stops at the first)."""
     inner = argparse.ArgumentParser(prog=f"sgvla launch {args.name}", add_help=False)
     _options(inner)
-    inner.add_argument("launch_args", nargs="*")
+    inner.add_argument("launch_args", nargs="*", metavar="name=value")
     ns = inner.parse_intermixed_args(args.rest)
     args.launch_args = ns.launch_args
     for key in ("domain_id", "record"):
@@ -93,6 +93,9 @@ def say(text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from sgvla.core.ros_env import MAX_DOMAIN_ID
 
+    if {"-h", "--help"} & set(args.rest):  # after NAME, where argparse hands everything on
+        args.parser.print_help()
+        return 0
     try:
         _rest(args)
         if args.table:
@@ -152,4 +155,4 @@ def add_parser(sub) -> None:
     p.add_argument("name", choices=names)
     p.add_argument("rest", nargs=argparse.REMAINDER, metavar="name=value",
                    help="launch arguments (options may come between them)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)

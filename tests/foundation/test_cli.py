@@ -111,6 +111,8 @@ def test_record_and_launch_help_show_the_override_syntax(capsys):
         out = " ".join(capsys.readouterr().out.split())
         assert "key=value" in out or "name=value" in out, out
         assert shown in out and "read as YAML" in out, out
+    assert main(["launch", "sim_eval", "--help"]) == 0  # after the launch name too
+    assert "sim=true teleop=leader" in capsys.readouterr().out
 
 
 def test_ros_syntax_is_refused_with_the_fix(capsys):
