@@ -146,10 +146,10 @@ def evaluation(episodes: int, max_steps: int) -> list[tuple[str, float, float, f
             "in process (sgvla eval)": lambda cfg, out: [sys.executable, "-m", "sgvla.cli", "eval", "--quiet",
                                                          "--config", str(cfg), "--out", str(out)],
             "over topics, a process per node": lambda cfg, out: [sys.executable, "-m", "sgvla.cli", "launch",
-                                                                 "sim_eval", f"eval_config:={cfg}",
-                                                                 f"output_dir:={out}"],
+                                                                 "sim_eval", f"eval_config={cfg}",
+                                                                 f"output_dir={out}"],
             "over topics, one process": lambda cfg, out: [sys.executable, "-m", "sgvla.cli", "launch", "sim_eval",
-                                                          f"eval_config:={cfg}", f"output_dir:={out}",
+                                                          f"eval_config={cfg}", f"output_dir={out}",
                                                           "--single-process"],
         }
         for i, (name, command) in enumerate(runs.items()):

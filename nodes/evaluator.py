@@ -29,7 +29,7 @@ class Evaluator(Node):
     def __init__(self, **kwargs):
         super().__init__("evaluator", **kwargs)
         self.declare_parameter("config", "config/eval/default.yaml")
-        self.declare_parameter("overrides", "")  # key=value overrides, space-separated, as `sgvla eval` takes
+        self.declare_parameter("overrides", "")  # `sgvla eval`'s key=value items, space-separated, shell-quoted
         self.declare_parameter("output_dir", "")  # default: the plan's output_dir
         self.declare_parameter("wait_for_nodes", [""])  # node names that must be up before the first episode
         self.declare_parameter("wait_for_subscribers", [""])  # "topic:n": n subscriptions before the first episode

@@ -20,7 +20,9 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from sgvla.core.config import ConfigError, parse_override
+from sgvla.cli.arguments import add_overrides_argument
+from sgvla.overrides import parse_items
+from sgvla.core.config import ConfigError
 
 log = logging.getLogger("sgvla.record")
 
@@ -29,8 +31,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("record", help="teleoperated recording of SO101 episodes into a LeRobot dataset",
                        description=__doc__)
     p.add_argument("--config", default="so101", help="rig config: a name in config/hardware/ or a YAML path")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. follower.port=/dev/ttyACM0")
+    add_overrides_argument(p, "overrides of the rig config", "follower.port=/dev/ttyACM0 cameras=[]")
     p.add_argument("--root", required=True, help="dataset folder (created, or appended to)")
     p.add_argument("--repo-id", default="local/so101_bowls", help="dataset name stored in its metadata (never pushed)")
     p.add_argument("--task", default="", help="task string of every episode, e.g. 'put the bowl on the stove' "
@@ -73,7 +74,7 @@ def simulated_arms(stack: ExitStack, rig, sim_leader: bool, task_id: int, seed: 
 
 NO_TERMINAL = ("stdin is not a terminal, so no key press can start or save an episode; pass --auto (episodes start "
                "and end by themselves, --episode-time and --reset-time apart), or record over ROS 2: `sgvla launch "
-               "hardware record:=DIR task:=...` takes start/save/rerecord/abort/quit on its record_control topic")
+               "hardware record=DIR task=...` takes start/save/rerecord/abort/quit on its record_control topic")
 
 
 def root_problem(root: Path) -> str:
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local datasets only
     try:
-        rig = load_hardware_config(args.config, dict(parse_override(s) for s in args.set))
+        rig = load_hardware_config(args.config, parse_items(args.overrides))
     except ConfigError as e:
         log.error("%s", e)
         return 2

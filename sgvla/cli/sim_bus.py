@@ -1,6 +1,7 @@
 """``sgvla sim-bus``: a simulated SO101 follower and leader on pseudo-terminals, for trying things without an arm."""
 
 import argparse
+import shlex
 import threading
 from pathlib import Path
 
@@ -23,9 +24,11 @@ def run(args: argparse.Namespace) -> int:
     with SimFeetechBus() as follower, SimFeetechBus(motion=leader_motion) as leader:
         for arm_id in ("so101_follower", "so101_leader"):
             write_arm_calibration(folder / f"{arm_id}.json", sim_calibration())
+        ports = {"follower": follower.port, "leader": leader.port}
+        items = shlex.join(f"{arm}.{key}={value}" for arm, port in ports.items()
+                           for key, value in (("port", port), ("calibration_dir", folder)))
         print(f"follower port: {follower.port}\nleader port:   {leader.port}\ncalibration:   {folder}/\n"
-              f"sgvla record --config synthetic --set follower.port={follower.port} --set leader.port={leader.port} "
-              f"--set follower.calibration_dir={folder} --set leader.calibration_dir={folder} --root DIR --task TASK\n"
+              f"sgvla record --config synthetic {items} --root DIR --task TASK\n"
               "Ctrl-C stops.", flush=True)
         try:
             threading.Event().wait()

@@ -1,18 +1,16 @@
 """What a launch starts: nodes, executables, parameters and remappings, per launch name.
 
 One description read by both `launch/<name>.launch.py` (`ros2 launch sgvla_ros <name>.launch.py a:=b`) and
-`sgvla launch <name> a:=b`, so the two cannot drift. No ROS imports: the launch file turns a `Plan` into
+`sgvla launch <name> a=b`, so the two cannot drift. No ROS imports: the launch file turns a `Plan` into
 launch_ros `Node` actions, `sgvla launch` into processes (or one multi-node process).
 
 Parameters come from a ROS 2 parameter file (`config/ros/<name>.yaml`, every parameter documented) with
 the launch arguments' values on top. `TOPICS` is the node graph's interface table (names, types, QoS,
-frame ids, who publishes and subscribes); the README's table is `python -m sgvla.launch.plan --table`.
+frame ids, who publishes and subscribes); the README's table is `sgvla launch <name> --table`.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +134,7 @@ HARDWARE_TOPICS = (
                                  "URDF limits; at the rig's control rate"),
     Topic("joint_commands", "sensor_msgs/msg/JointState", "commands", "", (), ("so101_arm", "so101_twin"),
           "goals in radians, any subset of joints; clamped to the limits, at most max_step per tick ahead, held "
-          "after command_timeout_s without one; with teleop:=leader remapped to leader/joint_states"),
+          "after command_timeout_s without one; with teleop=leader remapped to leader/joint_states"),
     Topic("leader/joint_states", "sensor_msgs/msg/JointState", "commands", "", ("so101_leader",),
           ("so101_arm", "so101_twin", "dataset_recorder"), "the leader arm's joints (radians): teleoperation goals "
                                                            "and the dataset's action"),
@@ -164,9 +162,9 @@ HARDWARE_NODE_ROLES = {
     "so101_arm": "the follower arm (LeRobot SO101Follower): joint states out, safe position goals in",
     "so101_leader": "the leader arm, moved by hand: its joints as goals",
     "camera": "one rig camera (OpenCV, RealSense with aligned depth, synthetic): image, depth, camera_info",
-    "so101_twin": "sim:=true: the SO101 MuJoCo twin in real time instead of arm and cameras, the same topics, "
+    "so101_twin": "sim=true: the SO101 MuJoCo twin in real time instead of arm and cameras, the same topics, "
                   "plus ground-truth scene graphs and the task",
-    "dataset_recorder": "record:=DIR: joint states, goals and camera images sampled at the control rate into a "
+    "dataset_recorder": "record=DIR: joint states, goals and camera images sampled at the control rate into a "
                         "LeRobot dataset (the layout of `sgvla record`); the launch ends when it is done",
 }
 
@@ -269,7 +267,7 @@ def resolve_arguments(name: str, args: Mapping[str, str] | None = None) -> dict[
 
 
 def launch_plan(name: str, args: Mapping[str, str] | None = None) -> Plan:
-    """The nodes of launch `name` with its arguments (strings, as `a:=b` gives them) resolved."""
+    """The nodes of launch `name` with its arguments (strings, as `ros2 launch` gives them) resolved."""
     a = resolve_arguments(name, args)
     if name == "sim_eval":
         return _sim_eval(a)
@@ -349,22 +347,3 @@ def _hardware(a: dict[str, str]) -> Plan:
         main = "dataset_recorder"
     return Plan("hardware", a, resolve_data_path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"} if sim else {},
                 main=main)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sgvla.launch.plan", description=__doc__.split("\n")[0])
-    parser.add_argument("--table", action="store_true", help="print the topic table (Markdown) of the launch")
-    parser.add_argument("launch", nargs="?", default="sim_eval")
-    parser.add_argument("args", nargs="*", metavar="name:=value")
-    ns = parser.parse_args(argv)
-    if ns.table:
-        print(topic_table(launch=ns.launch))
-        return 0
-    plan = launch_plan(ns.launch, dict(x.split(":=", 1) for x in ns.args))
-    for n in plan.nodes:
-        print(f"{n.name}: {n.executable} ({n.module}) {n.parameters} {list(n.remappings)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,50 +1,40 @@
-"""`sgvla launch NAME [arg:=value ...]`: start a launch's nodes here, without ROS 2's launch tools.
+"""Start a launch's nodes here, without ROS 2's launch tools (what `sgvla launch NAME name=value ...` runs).
 
 Reads the same description as `launch/NAME.launch.py` (`sgvla.launch.plan`), runs every node as a process
 (`python -m sgvla_ros.<module> --ros-args ...`, the parameter file plus the launch's values, remappings)
-or, with `--single-process`, all of them in one rclpy process on one executor. Every participant gets the
-loopback-only DDS environment and one ROS domain id: a free one, or `--domain-id N` once nothing else is on
-domain N (`sgvla.launch.ros_domain`: the domain's ports and a discovery probe of about 3 s; two launches on one domain
-would take each other's messages). Runs until the plan's main node exits (sim_eval: the evaluator; hardware: the
-dataset_recorder when recording, else the arm or twin, which run until Ctrl-C), or another node exits first, then
-stops the others (SIGTERM, which sgvla's nodes take as SIGINT, a clean stop; then SIGKILL) and returns the main
-node's exit code (3 when another node exited first, 130 after Ctrl-C); children die with this process
-(PR_SET_PDEATHSIG). Each node's stderr reaches the terminal prefixed by `[node] `; the node that exits first is
-named, with its last error line, before the others are stopped, and again in the launch's last line.
+or, with `run_single_process`, all of them in one rclpy process on one executor. Every participant gets the
+loopback-only DDS environment and the ROS domain id it is given (`sgvla.launch.ros_domain` finds a free one and
+checks a chosen one: two launches on one domain would take each other's messages). Runs until the plan's main
+node exits (sim_eval: the evaluator; hardware: the dataset_recorder when recording, else the arm or twin, which
+run until Ctrl-C), or another node exits first, then stops the others (SIGTERM, which sgvla's nodes take as SIGINT,
+a clean stop; then SIGKILL) and returns the main node's exit code (3 when another node exited first, 130 after
+Ctrl-C); children die with this process (PR_SET_PDEATHSIG). Each node's stderr reaches this process's stderr
+prefixed by `[node] `; the node that exits first is named, with its last error line, in the `Outcome`.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
+import logging
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from sgvla.launch.plan import ARGUMENTS, Plan, launch_names, launch_plan
+from sgvla.core.ros_env import loopback_env
 from sgvla.launch.node_output import NodeOutput
-from sgvla.launch.ros_domain import domain_users, free_domain_id
-from sgvla.core.ros_env import MAX_DOMAIN_ID, loopback_env
+from sgvla.launch.plan import Plan
 
 STOP_GRACE_S = 10.0
 DRAIN_S = 0.5
 OUTPUT_WAIT_S = 2.0  # for the last lines of a node that exited, before quoting its error
-
-
-def parse_launch_args(items: list[str]) -> dict[str, str]:
-    args = {}
-    for item in items:
-        name, sep, value = item.partition(":=")
-        if not sep or not name:
-            raise ValueError(f"launch argument {item!r} is not of the form name:=value")
-        args[name] = value
-    return args
+logger = logging.getLogger(__name__)
 
 
 def write_overrides(plan: Plan, folder: Path) -> Path:
@@ -119,10 +109,6 @@ class Outcome:
     failed_first: str = ""  # "<node> exited first (exit N): <its last error line>"; "" when none failed
 
 
-def say(text: str) -> None:
-    print(text, flush=True)  # in order with the nodes' lines, also when stdout is a pipe
-
-
 def exit_text(code: int) -> str:
     return f"exit {code}" if code >= 0 else f"killed by {signal.Signals(-code).name}"
 
@@ -134,7 +120,7 @@ def exited(what: str, code: int, output: NodeOutput) -> str:
     return f"{what} ({exit_text(code)})" + (f": {error}" if error else "")
 
 
-def run_processes(plan: Plan, domain_id: int, log=say) -> Outcome:
+def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
         overrides = write_overrides(plan, Path(tmp))
         env = node_env(plan, domain_id)
@@ -171,7 +157,7 @@ def run_processes(plan: Plan, domain_id: int, log=say) -> Outcome:
                 output.wait(OUTPUT_WAIT_S)
 
 
-def run_single_process(plan: Plan, domain_id: int, log=say) -> Outcome:
+def run_single_process(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info) -> Outcome:
     """All nodes in one process (`sgvla_ros.multi_node`), one executor; its stderr is not prefixed (the nodes'
     log lines name them)."""
     with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
@@ -196,91 +182,3 @@ def run_single_process(plan: Plan, domain_id: int, log=say) -> Outcome:
         finally:
             stop({"multi_node": proc})
             output.wait(OUTPUT_WAIT_S)
-
-
-def _options(parser) -> None:
-    parser.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one); refused when something "
-                                                      "is on that domain already (checking takes about 3 s)")
-    parser.add_argument("--share-domain", action="store_true", help="with --domain-id: join the domain even when "
-                                                                    "others are on it (your rviz, ros2 topic echo)")
-    parser.add_argument("--record", metavar="FOLDER", help="the launch's record:=FOLDER: sim_eval records every "
-                                                            "topic into a new rosbag2 folder (MCAP); hardware records "
-                                                            "a LeRobot dataset (an existing one gains episodes)")
-    parser.add_argument("--single-process", action="store_true", help="all nodes in one process on one executor")
-
-
-def _rest(args) -> None:
-    """Options and name:=value arguments in any order after the launch name (argparse stops at the first)."""
-    inner = argparse.ArgumentParser(prog=f"sgvla launch {args.name}", add_help=False)
-    _options(inner)
-    inner.add_argument("launch_args", nargs="*")
-    ns = inner.parse_intermixed_args(args.rest)
-    args.launch_args = ns.launch_args
-    for key in ("domain_id", "record"):
-        if getattr(ns, key) is not None:
-            setattr(args, key, getattr(ns, key))
-    args.single_process = args.single_process or ns.single_process
-    args.share_domain = args.share_domain or ns.share_domain
-
-
-def check_domain(domain_id: int) -> str:
-    """"" when nothing is on the chosen domain, else why the launch must not join it."""
-    users = domain_users(domain_id)
-    if users.probe_error:
-        print(f"sgvla launch: checking ROS domain {domain_id}: {users.probe_error} (the port check stands)",
-              file=sys.stderr)
-    if users.empty:
-        return ""
-    return (f"ROS domain {domain_id} is in use on this machine: {users.describe()}. A second launch there would take "
-            "the other's messages (and it this one's). Omit --domain-id to run on a free domain, stop what runs "
-            "there, or pass --share-domain to join it anyway.")
-
-
-def run(args) -> int:
-    try:
-        _rest(args)
-        launch_args = parse_launch_args(args.launch_args)
-        if args.record:
-            launch_args["record"] = args.record
-        plan = launch_plan(args.name, launch_args)
-        if args.record and args.name == "sim_eval" and Path(args.record).exists():
-            raise ValueError(f"--record {args.record}: exists; rosbag2 writes a new folder")
-    except (ValueError, FileNotFoundError) as e:
-        print(f"sgvla launch: {e}", file=sys.stderr)
-        return 2
-    if args.share_domain and args.domain_id is None:
-        print("sgvla launch: --share-domain goes with --domain-id (the default domain is a free one)", file=sys.stderr)
-        return 2
-    if args.domain_id is None:
-        domain_id = free_domain_id()
-    else:
-        domain_id = args.domain_id
-        if not 0 <= domain_id <= MAX_DOMAIN_ID:
-            print(f"sgvla launch: --domain-id must be in 0..{MAX_DOMAIN_ID}", file=sys.stderr)
-            return 2
-        refusal = "" if args.share_domain else check_domain(domain_id)
-        if refusal:
-            print(f"sgvla launch: {refusal}", file=sys.stderr, flush=True)
-            return 2
-    outcome = (run_single_process if args.single_process else run_processes)(plan, domain_id)
-    if outcome.failed_first:
-        print(f"sgvla launch {plan.name}: {outcome.failed_first}; the launch exits with {outcome.code}", flush=True)
-    else:
-        print(f"sgvla launch {plan.name}: {plan.main} exited with {outcome.code}", flush=True)
-    return outcome.code
-
-
-def add_parser(sub) -> None:
-    names = launch_names()
-    arg_help = "; ".join(f"{n}: " + ", ".join(f"{a.name} (default {a.default!r})" for a in ARGUMENTS[n]) for n in names)
-    p = sub.add_parser("launch", help="start a ROS 2 node graph here (what `ros2 launch sgvla_ros NAME.launch.py` "
-                                      "starts)",
-                       description="Start the nodes of launch/NAME.launch.py with real rclpy on a loopback-only DDS "
-                                   "domain; returns the exit code of the main node (sim_eval: the evaluator; hardware: "
-                                   "the dataset_recorder when recording, else the arm or twin). Arguments: "
-                                   + arg_help)
-    _options(p)
-    p.add_argument("name", choices=names)
-    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="name:=value",
-                   help="launch arguments as for ros2 launch (options may come between them)")
-    p.set_defaults(func=run)

@@ -12,7 +12,6 @@ resumes it, keeping demos already annotated. ``--out`` may equal the input.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -216,20 +215,3 @@ def graph_stats(path: str | Path, views: Sequence[str] = VIEWS) -> GraphStats:
                 visible[view] += int((obs[boxes_key(view)][()][..., 0] >= 0).sum())
     per = (lambda n: n / frames if frames else 0.0)
     return GraphStats(len(names), frames, {v: per(n) for v, n in triplets.items()}, {v: per(n) for v, n in visible.items()})
-
-
-def run(args: argparse.Namespace) -> int:
-    out = Path(args.out) if args.out else Path(args.input)
-    annotate_file(args.input, out, image_size=args.image_size)
-    stats = graph_stats(out)
-    means = ", ".join(f"{v} {stats.triplets_per_frame[v]:.2f}" for v in VIEWS)
-    print(f"{out}: {stats.demos} demos, {stats.frames} frames; mean triplets/frame: {means}")
-    return 0
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("annotate", help="add ground-truth scene graphs to a LIBERO-layout HDF5 file (resumable)")
-    p.add_argument("input", help="LIBERO-layout HDF5 file (never modified unless --out names it)")
-    p.add_argument("--out", help="output file (default: replace the input atomically when done)")
-    p.add_argument("--image-size", type=int, default=None, help="box image size when the file stores no images")
-    p.set_defaults(func=run)

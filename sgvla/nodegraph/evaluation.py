@@ -10,44 +10,27 @@ folder).
 from __future__ import annotations
 
 import logging
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from sgvla.core.config import to_mapping
 from sgvla.core.episode import EpisodeKey, EpisodeRecord
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.run_dir import RunDir
 from sgvla.eval.runner import plan, validate
+from sgvla.overrides import parse_line
 from sgvla.paths import resolve_data_path
 
 log = logging.getLogger(__name__)
 
 
-def parse_overrides(text: str) -> dict[str, Any]:
-    """Plan overrides from one string: a YAML mapping (`{tasks: [0], policies: [{type: expert}]}`) or
-    `key=value` items as `sgvla eval` takes them, shell-quoted (`tasks=[0] 'policies=[{type: expert}]'`)."""
-    from sgvla.core.config import ConfigError, parse_override
-
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"overrides {text!r}: not a YAML mapping ({e})") from None
-        if isinstance(data, dict):
-            return {str(k): v for k, v in data.items()}
-    return dict(parse_override(o) for o in shlex.split(text))
-
-
 def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> EvalConfig:
-    """An `EvalConfig` from a YAML file and overrides (`parse_overrides`), as `sgvla eval` builds it."""
+    """An `EvalConfig` from a YAML file and overrides (`key=value` items as `sgvla eval` takes them, in one string:
+    space-separated, shell-quoted), as `sgvla eval` builds it."""
     from sgvla.core.config import load_config
 
-    items = parse_overrides(overrides)
+    items = parse_line(overrides)
     if output_dir:
         items["output_dir"] = output_dir
     cfg = load_config(EvalConfig, resolve_data_path(config), items)

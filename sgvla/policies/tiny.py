@@ -12,7 +12,6 @@ Its token counts are therefore not SmolVLM2's; the truncation mechanics are the 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -149,18 +148,3 @@ def build_tiny_smolvla(out_dir: str | Path, seed: int = 0) -> Path:
 
 
 TINY_BUILDERS: dict[str, Callable[..., Path]] = {"act": build_tiny_act, "smolvla": build_tiny_smolvla}
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("make-tiny-policy", help="save a tiny random-weight LeRobot policy (offline)",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("type", choices=sorted(TINY_BUILDERS))
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    path = TINY_BUILDERS[args.type](args.out_dir, seed=args.seed)
-    print(f"{args.type} policy saved to {path}; load it with policy.type={args.type} policy.path={path}")
-    return 0

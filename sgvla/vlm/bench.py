@@ -1,6 +1,7 @@
-"""``sgvla vlm-bench``: sample frames, query VLMs (cached, resumable), score, write the paper's tables.
+"""The VLM benchmark of ``sgvla vlm-bench``: sample frames, query VLMs (cached, resumable), score, write the
+paper's tables.
 
-Outputs under ``--out``: ``answers/<model>__<prompt>__<constraint>.jsonl`` (raw answers, the
+Outputs under ``out``: ``answers/<model>__<prompt>__<constraint>.jsonl`` (raw answers, the
 cache), ``main.md`` (per model: agentview and eye_in_hand mean per-task F1), ``diagnostics``,
 ``per_relation``, ``per_object_recall`` and ``per_task`` tables (.md and .csv), ``scores.json``,
 plots, ``examples/`` (ground truth vs prediction) and ``timing.json``.
@@ -8,26 +9,24 @@ plots, ``examples/`` (ground truth vs prediction) and ``timing.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgvla.core.config import ConfigError, parse_override
+from sgvla.core.config import ConfigError
 from sgvla.scene_graph.metrics import aggregate, score_frame
-from sgvla.scene_graph.ontology import Ontology, load_ontology
+from sgvla.scene_graph.ontology import Ontology
 from sgvla.scene_graph.parse import parse_triplets
 from sgvla.scene_graph.triplet import Graph
 from sgvla.vlm.cache import AnswerCache
 from sgvla.vlm.client import GraphAnswer, GraphQuery
 from sgvla.vlm.config import ClientConfig, load_client_config, make_vlm
 from sgvla.vlm.frames import FrameRef, FrameSource, LeRobotSource, LiberoFile, Sampling, TaskTable
-from sgvla.vlm.prompts import DEFAULT_PROMPT, PromptTemplate, canonical_camera, load_prompt
+from sgvla.vlm.prompts import PromptTemplate
 from sgvla.vlm.report import ModelResult, side_by_side, write_plots, write_tables
 
 
@@ -234,84 +233,14 @@ def _spread(n: int, k: int) -> list[float]:
     return list(np.linspace(0, n - 1, min(n, k)).round()) if n else []
 
 
-def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"{what} {item!r}: expected NAME=VALUE")
-        out[key] = value
-    return out
-
-
-def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--client", action="append", required=True,
-                   help="client config: a name in config/vlm/clients/ or a YAML path (repeat to compare models)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a client config field for every --client, e.g. model=/path/to/model")
-    p.add_argument("--prompt", default=str(DEFAULT_PROMPT), help="prompt template YAML")
-    p.add_argument("--frames-per-episode", type=int, default=8, help="evenly spaced frames per episode (0: all)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--chunk", type=int, default=16, help="frames per query call and cache flush")
-    p.add_argument("--no-progress", action="store_true")
-
-
-def client_configs(args: argparse.Namespace, ontology: Ontology | None = None) -> list[ClientConfig]:
-    """The --client configs with the --set overrides; checked for the machine (API keys) and, with an ontology,
-    for a token budget that holds its full graph."""
-    overrides = dict(parse_override(s) for s in args.set)
-    configs = [load_client_config(c, overrides, ontology) for c in args.client]
+def load_clients(clients: Sequence[str], overrides: dict | None = None, ontology: Ontology | None = None
+                 ) -> list[ClientConfig]:
+    """Client configs (names in config/vlm/clients/ or YAML paths), each with the same overrides; checked for the
+    machine (API keys) and, with an ontology, for a token budget that holds its full graph."""
+    configs = [load_client_config(c, overrides, ontology) for c in clients]
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ConfigError(f"clients need distinct names (the `name` key), got {names}")
     for config in configs:
         config.check_environment()
     return configs
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("vlm-bench", help="benchmark VLM scene graphs against ground truth", description=__doc__)
-    p.add_argument("data", nargs="+", help="annotated LIBERO HDF5 files, folders of them, or LeRobot dataset roots")
-    add_common_arguments(p)
-    p.add_argument("--out", default="outputs/vlm_bench", help="output folder (its answers/ cache is reused)")
-    p.add_argument("--ontology", default="libero_spatial")
-    p.add_argument("--cameras", nargs="+", default=["agentview", "robot0_eye_in_hand"])
-    p.add_argument("--episodes-per-task", type=int, default=0, help="episodes sampled per task (0: all)")
-    p.add_argument("--task-id", action="append", default=[], metavar="FILE_STEM=ID",
-                   help="task id of a file whose language does not name a LIBERO-Spatial task")
-    p.add_argument("--reference", help="reference graphs (a vlm-annotate graphs.jsonl) for LeRobot datasets")
-    p.add_argument("--examples", type=int, default=6, help="side-by-side images per model and view")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from sgvla.vlm.resource import read_reference_graphs
-
-    try:  # bad input is a message, before any model loads
-        ontology = load_ontology(args.ontology)
-        configs = client_configs(args, ontology)
-        refs = read_reference_graphs(args.reference) if args.reference else None
-        bench = Benchmark(
-            sources=open_sources(args.data, ontology, _pairs(args.task_id, "--task-id"), refs),
-            ontology=ontology, prompt=load_prompt(args.prompt),
-            cameras=tuple(canonical_camera(c) for c in args.cameras),
-            sampling=Sampling(args.episodes_per_task, args.frames_per_episode, args.seed),
-            out=Path(args.out), examples=args.examples, chunk=args.chunk, progress=not args.no_progress,
-        )
-    except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"sgvla vlm-bench: {e}", file=sys.stderr)
-        return 2
-    results = bench.run(configs)
-    print((bench.out / "main.md").read_text(), end="")
-    by_name = {c.name: c for c in configs}
-    for r in results:
-        failed = sum(r.errors.values())
-        if failed:
-            print(f"{r.model}: {failed} frame(s) failed and were scored as empty graphs; rerun to retry them")
-        cut = sum(r.truncated.values())
-        if cut:
-            print(f"{r.model}: {cut} answer(s) were cut at the token limit (max_new_tokens "
-                  f"{by_name[r.model].max_new_tokens}); their complete triplets were scored (`truncated` in the "
-                  "records and the diagnostics table)")
-    print(f"wrote {bench.out}")
-    return 0

@@ -6,7 +6,6 @@ as vLLM does. Loopback only: it refuses to bind any other address.
 """
 
 
-import argparse
 import base64
 import io
 import ipaddress
@@ -131,28 +130,3 @@ def build_app(backend, max_image_bytes: int = MAX_IMAGE_BYTES):
         }
 
     return app
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("vlm-serve", help="serve a local VLM on an OpenAI-compatible endpoint (loopback only)",
-                       description=__doc__)
-    p.add_argument("model", help="model directory or hub id (loaded with AutoModelForImageTextToText)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--name", default="", help="model name reported to clients (default: directory name)")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--max-image-bytes", type=int, default=MAX_IMAGE_BYTES)
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from sgvla.vlm.config import TransformersConfig
-
-    check_loopback(args.host)
-    backend = TransformersConfig(model=args.model, name=args.name, device=args.device, dtype=args.dtype,
-                                 batch_size=1).build()
-    uvicorn.run(build_app(backend, args.max_image_bytes), host=args.host, port=args.port, log_level="warning")
-    return 0

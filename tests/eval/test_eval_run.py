@@ -76,7 +76,8 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     (["policies=[{type: gpt}]"], "unknown policy 'gpt'; choose from ['act', "),
     (["suite=nope"], "unknown suite 'nope'; choose from ['libero_spatial', 'so101_twin']"),
     (["graph_source=nope"], "unknown graph source 'nope'; choose from ['ground_truth', 'vlm']"),
-    (["episodes"], "not of the form key=value"),
+    (["episodes"], "not of the form key=value"), (["tasks=[0"], "override 'tasks=[0': the value is not YAML"),
+    (["tasks:=[0]"], "override 'tasks:=[0]': write tasks=[0] (sgvla takes key=value"),
     # Every enumerated or bounded setting, at load, with the valid values; nothing silently replaced.
     (["max_steps=0"], "max_steps must be >= 1, got 0 (leave it out, or null, for the suite's limit)"),
     (["seed_offset=-5"], "seed_offset must be >= 0, got -5"),

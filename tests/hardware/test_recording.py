@@ -229,16 +229,18 @@ def test_sgvla_record_two_episodes_against_the_simulated_bus(tmp_path, rig):
                {"name": "wrist", "source": "synthetic", "width": 64, "height": 48, "fps": 30}]
     config = tmp_path / "rig.yaml"
     config.write_text(yaml.safe_dump({
-        # Retries generous enough for a CI machine whose cores are taken: the bus thread of the
-        # simulated arms then misses LeRobot's reply timeout now and then, which a real arm does not.
-        "follower": {"port": rig.follower.port, "id": "so101_follower", "calibration_dir": str(rig.calibration_dir),
-                     "read_retries": 6},
-        "leader": {"port": rig.leader.port, "id": "so101_leader", "calibration_dir": str(rig.calibration_dir),
-                   "read_retries": 6},
+        "follower": {"port": "/dev/ttyACM0", "id": "so101_follower"},
+        "leader": {"port": "/dev/ttyACM1", "id": "so101_leader"},
         "cameras": cameras, "control_rate_hz": 30, "safety": {"max_step": 45.0}}))
+    # The simulated buses' ports and calibration as key=value overrides of the rig (what `sgvla sim-bus` prints).
+    # Retries generous enough for a CI machine whose cores are taken: the bus thread of the simulated arms then
+    # misses LeRobot's reply timeout now and then, which a real arm does not.
+    overrides = [f"{arm}.{key}={value}" for arm, port in (("follower", rig.follower.port), ("leader", rig.leader.port))
+                 for key, value in (("port", port), ("calibration_dir", rig.calibration_dir), ("read_retries", 6))]
     root = tmp_path / "ds"
-    proc = subprocess.run([sys.executable, "-m", "sgvla.cli", "record", "--config", str(config), "--root", str(root),
-                           "--task", TASK, "--episodes", "2", "--episode-time", "1.0", "--reset-time", "0.3", "--auto"],
+    proc = subprocess.run([sys.executable, "-m", "sgvla.cli", "record", "--config", str(config), *overrides[:3],
+                           "--root", str(root), "--task", TASK, "--episodes", "2", "--episode-time", "1.0",
+                           "--reset-time", "0.3", "--auto", *overrides[3:]],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
     log = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith(("Svt", "x265", "encoded")))
     assert proc.returncode == 0 and "saved 2 episode(s)" in log, log

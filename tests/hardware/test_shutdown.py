@@ -50,8 +50,8 @@ def test_single_process_hardware_launch_turns_torque_off_on_ctrl_c(tmp_path, rig
     the terminal and from the launcher; torque still ends off."""
     cameras = [{"name": n, "source": "synthetic", "width": 32, "height": 24, "fps": 10} for n in ("agentview", "wrist")]
     log = tmp_path / "launch.log"
-    launch = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "launch", "hardware", "teleop:=leader",
-                               f"config:={rig_config(tmp_path, rig, cameras)}", "--single-process",
+    launch = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "launch", "hardware", "teleop=leader",
+                               f"config={rig_config(tmp_path, rig, cameras)}", "--single-process",
                                "--domain-id", str(ros_domain_id)],
                               env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:

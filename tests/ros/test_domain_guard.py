@@ -52,8 +52,8 @@ def free_domain() -> tuple[int, dict]:
 
 def test_a_second_launch_on_a_busy_domain_refuses_and_the_first_runs_on(tmp_path, free_domain):
     ros_domain_id, ros_env = free_domain
-    launch = [sys.executable, "-m", "sgvla.cli", "launch", "hardware", "sim:=true",
-              f"config:={tiny_twin_rig(tmp_path)}", "--domain-id", str(ros_domain_id)]
+    launch = [sys.executable, "-m", "sgvla.cli", "launch", "hardware", "sim=true",
+              f"config={tiny_twin_rig(tmp_path)}", "--domain-id", str(ros_domain_id)]
     log = tmp_path / "first.log"
     first = subprocess.Popen(launch, env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                              start_new_session=True)

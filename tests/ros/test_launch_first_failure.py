@@ -29,7 +29,7 @@ def launch(args: list[str], env: dict, domain_id: int) -> subprocess.CompletedPr
 
 
 def test_the_launch_names_the_node_that_failed_first_and_quotes_it(missing_devices_rig, ros_env, ros_domain_id):
-    proc = launch([f"config:={missing_devices_rig}"], ros_env, ros_domain_id)
+    proc = launch([f"config={missing_devices_rig}"], ros_env, ros_domain_id)
     out = proc.stdout + proc.stderr  # the launch's lines, then the nodes' (their stderr, passed on)
     first = re.search(r"^sgvla launch: (\S+) exited first \(exit 1\): (.+); stopping the launch$", out, re.M)
     assert first, out[-4000:]
@@ -48,7 +48,7 @@ def test_the_launch_names_the_node_that_failed_first_and_quotes_it(missing_devic
 
 
 def test_single_process_launch_quotes_the_failed_node(missing_devices_rig, ros_env, ros_domain_id):
-    proc = launch([f"config:={missing_devices_rig}", "--single-process"], ros_env, ros_domain_id)
+    proc = launch([f"config={missing_devices_rig}", "--single-process"], ros_env, ros_domain_id)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     last = proc.stdout.rstrip().splitlines()[-1]

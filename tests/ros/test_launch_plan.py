@@ -188,10 +188,37 @@ def test_topic_table_names_known_nodes_and_qos():
 def test_launch_cli_rejects_bad_arguments(capsys):
     from sgvla.cli import main
 
+    assert main(["launch", "sim_eval", "colour=red"]) == 2
+    assert "unknown argument(s) colour" in capsys.readouterr().err
     assert main(["launch", "sim_eval", "colour:=red"]) == 2
-    assert "unknown argument" in capsys.readouterr().err
-    assert main(["launch", "sim_eval", "tasks=[0]"]) == 2
-    assert "name:=value" in capsys.readouterr().err
+    assert "write colour=red" in capsys.readouterr().err
+    assert main(["launch", "sim_eval", "eval_overrides=tasks: [0]"]) == 2
+    assert "reads as a YAML mapping" in capsys.readouterr().err
+    assert main(["launch", "sim_eval", "stepping=[lockstep"]) == 2
+    assert "the value is not YAML" in capsys.readouterr().err
+
+
+def test_launch_arguments_are_key_value_items_read_as_yaml():
+    from sgvla.cli.launch import launch_arguments
+
+    args = launch_arguments(["sim=true", "episodes=3", "episode_time_s=0.5", "task=put it there", "config=",
+                             "eval_overrides=tasks=[0] episodes=1",
+                             """eval_overrides='tasks=[0] "policies=[{type: expert}]"'"""])  # YAML-quoted: has ': '
+    assert args == {"sim": "true", "episodes": "3", "episode_time_s": "0.5", "task": "put it there", "config": "",
+                    "eval_overrides": 'tasks=[0] "policies=[{type: expert}]"'}
+    assert launch_plan("hardware", launch_arguments(["sim=True", "record=ds", "episodes=2"])).node(
+        "dataset_recorder").parameters["episodes"] == 2
+
+
+def test_dry_run_and_table_print_without_starting(capsys):
+    from sgvla.cli import main
+    from sgvla.launch.plan import topic_table
+
+    assert main(["launch", "sim_eval", "--dry-run", "stepping=free_running"]) == 0
+    out = capsys.readouterr().out
+    assert "sim_bridge: sim_bridge (sgvla_ros.sim_bridge) {'lockstep': False" in out and "evaluator:" in out
+    assert main(["launch", "hardware", "--table"]) == 0
+    assert capsys.readouterr().out == topic_table(launch="hardware") + "\n"
 
 
 def _started(out: str) -> dict[str, int]:
@@ -210,8 +237,8 @@ def _alive(pid: int) -> bool:
 
 
 def _launch_in_child(plan: Plan, domain: int) -> subprocess.CompletedProcess:
-    code = ("import sys, pickle; from sgvla.launch.run import run_processes; "
-            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}).code)")
+    code = ("import sys, pickle; from sgvla.cli.launch import say; from sgvla.launch.run import run_processes; "
+            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}, log=say).code)")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

@@ -54,13 +54,13 @@ def runs(tmp_path_factory):
     d1, d2 = domain_ids(2)
     prefix = [str(REPO_ROOT / "scripts" / "check_loopback.sh")] if LOOPBACK else []
     build_act = [sys.executable, "-m", "sgvla.cli", "make-tiny-policy", "act", str(tmp / "tiny_act")]
-    short_launch = [*launch, f"eval_config:={short}", "--record", str(tmp / "short_bag"), "--single-process",
+    short_launch = [*launch, f"eval_config={short}", "--record", str(tmp / "short_bag"), "--single-process",
                     "--domain-id", str(d2)]
     t0 = time.monotonic()
     pipes = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     procs = {
-        "topics": subprocess.Popen([*prefix, *launch, f"eval_config:={config}", f"output_dir:={tmp / 'topics'}",
-                                    "render_images:=false", "--record", str(tmp / "bag"), "--domain-id", str(d1)],
+        "topics": subprocess.Popen([*prefix, *launch, f"eval_config={config}", f"output_dir={tmp / 'topics'}",
+                                    "render_images=false", "--record", str(tmp / "bag"), "--domain-id", str(d1)],
                                    **pipes),
         "short": subprocess.Popen(["bash", "-c", f"{shlex.join(build_act)} && {shlex.join(short_launch)}"], **pipes),
         "inprocess": subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),

@@ -1,4 +1,4 @@
-"""`sgvla launch hardware teleop:=leader record:=DIR` on the hardware path (so101_arm, so101_leader, camera x2,
+"""`sgvla launch hardware teleop=leader record=DIR` on the hardware path (so101_arm, so101_leader, camera x2,
 dataset_recorder): simulated follower and leader buses, synthetic cameras, a LeRobot dataset over topics."""
 
 import numpy as np
@@ -18,8 +18,8 @@ def test_hardware_launch_records_teleoperation_over_topics(tmp_path, calibration
     arm = {"id": "so101_follower", "calibration_dir": str(calibration_dir)}
     rig = rig_file(tmp_path, "synthetic", cameras=cameras, follower={**arm, "port": sim_buses.follower},
                    leader={**arm, "id": "so101_leader", "port": sim_buses.leader})
-    proc = sgvla_launch([f"config:={rig}", "teleop:=leader", f"record:={root}", "task:=follow the leader",
-                         "episodes:=1", "episode_time_s:=2", "reset_time_s:=0", "auto_start:=true"],
+    proc = sgvla_launch([f"config={rig}", "teleop=leader", f"record={root}", "task=follow the leader",
+                         "episodes=1", "episode_time_s=2", "reset_time_s=0", "auto_start=true"],
                         ros_env, ros_domain_id, timeout_s=240)
     assert proc.returncode == 0 and "saved 1 episode(s)" in proc.log, proc.summary
     # (Torque off when the launch ends: tests/hardware/test_shutdown.py, on buses whose registers it reads.)

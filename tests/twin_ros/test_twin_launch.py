@@ -1,4 +1,4 @@
-"""Done when: `sgvla launch hardware sim:=true teleop:=leader record:=DIR` teleoperates the SO101 MuJoCo twin
+"""Done when: `sgvla launch hardware sim=true teleop=leader record=DIR` teleoperates the SO101 MuJoCo twin
 from a (simulated) leader arm over the hardware topics and records a LeRobot dataset in which the twin's
 joints follow the leader's."""
 
@@ -22,8 +22,8 @@ def test_twin_teleoperated_from_the_leader_and_recorded(tmp_path, calibration_di
     rig = rig_file(tmp_path, "twin", cameras=cameras, leader={"port": sim_buses.leader, "id": "so101_leader",
                                                               "calibration_dir": str(calibration_dir)})
     root = tmp_path / "ds"
-    proc = sgvla_launch(["sim:=true", "teleop:=leader", f"config:={rig}", f"record:={root}", "episodes:=1",
-                         "episode_time_s:=3", "reset_time_s:=0", "auto_start:=true", "task_id:=1", "seed:=3"],
+    proc = sgvla_launch(["sim=true", "teleop=leader", f"config={rig}", f"record={root}", "episodes=1",
+                         "episode_time_s=3", "reset_time_s=0", "auto_start=true", "task_id=1", "seed=3"],
                         ros_env, ros_domain_id, timeout_s=300)
     assert proc.returncode == 0 and "saved 1 episode(s)" in proc.log, proc.summary
 

@@ -1,4 +1,4 @@
-"""`sgvla launch hardware sim:=true teleop:=leader --single-process`: the twin and the leader node in one
+"""`sgvla launch hardware sim=true teleop=leader --single-process`: the twin and the leader node in one
 process; the twin's joint_states arrive and follow the (simulated) leader; Ctrl-C on the terminal (SIGINT to the
 whole process group, then the launcher's own) stops it cleanly."""
 
@@ -38,8 +38,8 @@ def test_single_process_twin_launch_runs_and_stops_on_ctrl_c(tmp_path, calibrati
     rig = rig_file(tmp_path, "twin", cameras=cameras, leader={"port": sim_buses.leader, "id": "so101_leader",
                                                               "calibration_dir": str(calibration_dir)})
     log = tmp_path / "launch.log"
-    launch = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "launch", "hardware", "sim:=true", "teleop:=leader",
-                               f"config:={rig}", "--single-process", "--domain-id", str(ros_domain_id)],
+    launch = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "launch", "hardware", "sim=true", "teleop=leader",
+                               f"config={rig}", "--single-process", "--domain-id", str(ros_domain_id)],
                               env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         # The watcher joins the domain once the launch has checked that nothing else is on it (--domain-id).

@@ -50,9 +50,8 @@ def test_local_and_http_models_in_one_run(tmp_path, libero_dir, tiny_model_dir, 
 
 def test_exact_answers_score_one_and_failures_are_retried(tmp_path, fixed_dir, stub):
     out = tmp_path / "out"
-    slow = client_yaml(tmp_path / "s.yaml", type="openai", name="stub", model="m", base_url=stub.url("slow"),
-                       timeout_s=0.2, max_retries=0)
-    bench(fixed_dir, out, slow, extra=["--examples", "0"])
+    slow = client_yaml(tmp_path / "s.yaml", type="openai", name="stub", model="m", base_url=stub.url("slow"))
+    bench(fixed_dir, out, slow, extra=["timeout_s=0.2", "--examples", "0", "max_retries=0"])  # client overrides
     scores = json.loads((out / "scores.json").read_text())[0]
     assert scores["errors"] == {"agentview": 4, "robot0_eye_in_hand": 4}
     assert scores["scores"]["agentview"]["mean_task_f1"] == 0.0
@@ -103,3 +102,7 @@ def test_cli_errors_are_messages(tmp_path, libero_dir, capsys, monkeypatch):
     assert "needs an API key in the environment variable GEMINI_API_KEY" in capsys.readouterr().err
     assert main(["vlm-bench", str(libero_dir), "--client", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown VLM client 'nope'; give a YAML path or one of ['gemini'," in capsys.readouterr().err
+    assert main(["vlm-bench", str(libero_dir), "--client", c, "colour=red", "--out", str(tmp_path)]) == 2
+    assert "unknown key(s) colour" in capsys.readouterr().err
+    assert main(["vlm-bench", str(libero_dir), "--client", c, "max_new_tokens:=8"]) == 2
+    assert "write max_new_tokens=8" in capsys.readouterr().err

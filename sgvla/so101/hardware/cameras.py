@@ -288,7 +288,7 @@ def make_source(config: CameraConfig, twin: Any = None, render_thread: Any = Non
     if config.source == "twin":
         if twin is None:
             raise CameraError(f"camera {config.name}: source twin renders from a running SO101 twin; start one "
-                              "(`sgvla record --config twin`, `sgvla launch hardware sim:=true`)")
+                              "(`sgvla record --config twin`, `sgvla launch hardware sim=true`)")
         return TwinSource(config, twin, render_thread)
     return {"opencv": OpenCVSource, "realsense": RealSenseSource, "synthetic": SyntheticSource}[config.source](config)
 

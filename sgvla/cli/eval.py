@@ -1,0 +1,94 @@
+"""``sgvla eval``: run an evaluation plan (resumable), then print its table and write the report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections import Counter
+
+from sgvla.cli.arguments import add_overrides_argument
+from sgvla.eval.runner import run_plan, validate  # at parse time: it picks headless rendering before MuJoCo loads
+from sgvla.overrides import parse_items
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("eval", help="run a graph-injected policy evaluation (resumable)",
+                       description="Run every (policy, task, perturbation, mode, seed) of a plan once; rerunning "
+                                   "the same command resumes. The plan's fields can be overridden by key=value "
+                                   "items, e.g. tasks=[0,1] episodes=5.")
+    p.add_argument("--config", default="config/eval/default.yaml", help="evaluation plan (YAML)")
+    p.add_argument("--workers", type=int, help="parallel episode processes")
+    p.add_argument("--out", help="run directory (default: the config's output_dir)")
+    p.add_argument("--new-run", action="store_true",
+                   help="start a new run in the output folder: the run there (records, plan, tables) moves to "
+                        "superseded/<time>/ in that folder; nothing is deleted")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_overrides_argument(p, "overrides of the plan", "tasks=[0,1] graph_source=vlm "
+                                                       "graph_source.client=qwen2_5_vl_7b")
+    p.set_defaults(func=run)
+
+
+def _reasons(outstanding: dict) -> str:
+    common = Counter(r["reason"] for r in outstanding.values()).most_common(3)
+    return "; ".join(f"{n}x {reason[:200]}" for reason, n in common)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    import sgvla.plugins  # noqa: F401  (plans name registered suites, policies, graph sources, context modes)
+    from sgvla.core.config import ConfigError, load_config
+    from sgvla.eval.config import EvalConfig
+    from sgvla.eval.report import markdown_table, write_report
+    from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, open_records
+    from sgvla.eval.run_dir import RunDirError
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    console = Console()
+
+    def say(text: str, style: str = "bold red") -> None:
+        console.print(f"[{style}]{escape(text)}[/]", soft_wrap=True)
+
+    try:
+        overrides = parse_items(args.overrides)
+        if args.workers is not None:
+            overrides["workers"] = args.workers
+        if args.out is not None:
+            overrides["output_dir"] = args.out
+        cfg = load_config(EvalConfig, args.config, overrides)
+        validate(cfg)
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        say(f"sgvla eval: {e}")
+        return 2
+    try:
+        summary = run_plan(cfg, progress=not args.quiet, new_run=args.new_run)
+    except (RunDirError, CorruptRecords) as e:
+        say(f"sgvla eval: {e}")
+        return 2
+    except KeyboardInterrupt:
+        say("sgvla eval: interrupted; every finished episode is recorded: rerun the same command to continue")
+        return 130
+    if summary.superseded is not None:
+        say(f"started a new run; the previous run's files are in {summary.superseded}", "bold yellow")
+    results, infra = open_records(summary.path.parent, writable=False)
+    records = list(results.records())
+    outstanding_all = infra.outstanding(results)
+    if records:
+        print(markdown_table(records, outstanding_all.values()), flush=True)
+        try:
+            paths = write_report(summary.path.parent, records, outstanding_all.values())
+            console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
+        except OSError as e:
+            say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")
+    if summary.complete:
+        return 0
+    if summary.stopped:
+        say(f"sgvla eval: stopped: {summary.stopped}")
+    need = len(summary.outstanding) + summary.not_run
+    parts = [f"{len(summary.outstanding)} failed on infrastructure ({_reasons(summary.outstanding)}; see "
+             f"{summary.path.parent / INFRA_FAILURES})"] if summary.outstanding else []
+    parts += [f"{summary.not_run} not run"] if summary.not_run else []
+    say(f"sgvla eval: {need} of {summary.planned} episode(s) need a rerun: {', '.join(parts)}. They are not in the "
+        "table; rerun the same command to run them.")
+    return 1

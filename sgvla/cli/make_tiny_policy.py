@@ -1,0 +1,23 @@
+"""``sgvla make-tiny-policy``: save a tiny random-weight LeRobot policy (offline; `sgvla.policies.tiny`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sgvla.policies import tiny
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("make-tiny-policy", help="save a tiny random-weight LeRobot policy (offline)",
+                       description=tiny.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("type", choices=sorted(tiny.TINY_BUILDERS))
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = tiny.TINY_BUILDERS[args.type](args.out_dir, seed=args.seed)
+    print(f"{args.type} policy saved to {path}; load it with policy.type={args.type} policy.path={path}")
+    return 0

@@ -1,0 +1,50 @@
+"""``sgvla report``: the tables and plot of an evaluation run again, from its JSONL records alone."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="tables and plot of an evaluation run, from its JSONL records")
+    p.add_argument("run_dir", help="directory holding episodes.jsonl")
+    p.add_argument("--out", help="where to write table.md, table.csv and success.png (default: run_dir)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from sgvla.eval.report import infra_note, markdown_table, write_report
+    from sgvla.eval.results import INFRA_FAILURES, RESULTS, CorruptRecords, open_records
+
+    console = Console()
+
+    def fail(text: str) -> int:
+        console.print(f"[bold red]sgvla report: {escape(text)}[/]", soft_wrap=True)
+        return 2
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / RESULTS).is_file() and not (run_dir / INFRA_FAILURES).is_file():
+        return fail(f"no {RESULTS} in {run_dir}")
+    try:
+        results, infra = open_records(run_dir, writable=False)  # a report never changes the records
+    except CorruptRecords as e:
+        return fail(str(e))
+    except OSError as e:
+        return fail(f"cannot read the records in {run_dir}: {e.strerror}")
+    records, outstanding = list(results.records()), list(infra.outstanding(results).values())
+    if not records:
+        note = f". {infra_note(outstanding)}" if outstanding else ""
+        return fail(f"{run_dir}: no episode records to report{note}")
+    print(markdown_table(records, outstanding), flush=True)
+    out = Path(args.out) if args.out else run_dir
+    try:
+        paths = write_report(out, records, outstanding)
+    except OSError as e:
+        return fail(f"cannot write the report files into {out}: {e.strerror}; the table is above, or pass "
+                    "--out DIR to write them elsewhere")
+    console.print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+    return 0

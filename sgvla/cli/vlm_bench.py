@@ -1,0 +1,101 @@
+"""``sgvla vlm-bench``: VLM scene graphs of sampled frames scored against ground truth (`sgvla.vlm.bench`).
+
+Outputs under ``--out``: ``answers/<model>__<prompt>__<constraint>.jsonl`` (raw answers, the cache), ``main.md``
+(per model: agentview and eye_in_hand mean per-task F1), ``diagnostics``, ``per_relation``, ``per_object_recall``
+and ``per_task`` tables (.md and .csv), ``scores.json``, plots, ``examples/`` (ground truth vs prediction) and
+``timing.json``. Rerunning asks the models only about frames without an answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sgvla.cli.arguments import split_items
+from sgvla.overrides import SYNTAX, parse_items
+from sgvla.core.config import ConfigError
+
+CLIENT_OVERRIDES = ("overrides of every --client's config", "model=/path/to/model max_new_tokens=512")
+
+
+def add_client_arguments(p: argparse.ArgumentParser) -> None:
+    """The options `vlm-bench` and `vlm-annotate` share: clients, prompt, sampling."""
+    from sgvla.vlm.prompts import DEFAULT_PROMPT
+
+    p.add_argument("--client", action="append", required=True,
+                   help="client config: a name in config/vlm/clients/ or a YAML path (repeat to compare models)")
+    p.add_argument("--prompt", default=str(DEFAULT_PROMPT), help="prompt template YAML")
+    p.add_argument("--frames-per-episode", type=int, default=8, help="evenly spaced frames per episode (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--chunk", type=int, default=16, help="frames per query call and cache flush")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"{what} {item!r}: expected NAME=VALUE")
+        out[key] = value
+    return out
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("vlm-bench", help="benchmark VLM scene graphs against ground truth", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data", nargs="+", metavar="DATA",
+                   help="annotated LIBERO HDF5 files, folders of them, or LeRobot dataset roots; and key=value "
+                        "items, {}, e.g. {}; {}".format(*CLIENT_OVERRIDES, SYNTAX))
+    add_client_arguments(p)
+    p.add_argument("--out", default="outputs/vlm_bench", help="output folder (its answers/ cache is reused)")
+    p.add_argument("--ontology", default="libero_spatial")
+    p.add_argument("--cameras", nargs="+", default=["agentview", "robot0_eye_in_hand"])
+    p.add_argument("--episodes-per-task", type=int, default=0, help="episodes sampled per task (0: all)")
+    p.add_argument("--task-id", action="append", default=[], metavar="FILE_STEM=ID",
+                   help="task id of a file whose language does not name a LIBERO-Spatial task")
+    p.add_argument("--reference", help="reference graphs (a vlm-annotate graphs.jsonl) for LeRobot datasets")
+    p.add_argument("--examples", type=int, default=6, help="side-by-side images per model and view")
+    p.set_defaults(func=run, overrides=[])  # key=value items among the options join these
+
+
+def run(args: argparse.Namespace) -> int:
+    from sgvla.scene_graph.ontology import load_ontology
+    from sgvla.vlm.bench import Benchmark, load_clients, open_sources
+    from sgvla.vlm.frames import Sampling
+    from sgvla.vlm.prompts import canonical_camera, load_prompt
+    from sgvla.vlm.resource import read_reference_graphs
+
+    data, overrides = split_items(args.data)
+    overrides += args.overrides
+    try:  # bad input is a message, before any model loads
+        if not data:
+            raise ValueError("no DATA: name annotated HDF5 files, folders of them or LeRobot dataset roots")
+        ontology = load_ontology(args.ontology)
+        configs = load_clients(args.client, parse_items(overrides), ontology)
+        refs = read_reference_graphs(args.reference) if args.reference else None
+        bench = Benchmark(
+            sources=open_sources(data, ontology, _pairs(args.task_id, "--task-id"), refs),
+            ontology=ontology, prompt=load_prompt(args.prompt),
+            cameras=tuple(canonical_camera(c) for c in args.cameras),
+            sampling=Sampling(args.episodes_per_task, args.frames_per_episode, args.seed),
+            out=Path(args.out), examples=args.examples, chunk=args.chunk, progress=not args.no_progress,
+        )
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"sgvla vlm-bench: {e}", file=sys.stderr)
+        return 2
+    results = bench.run(configs)
+    print((bench.out / "main.md").read_text(), end="")
+    by_name = {c.name: c for c in configs}
+    for r in results:
+        failed = sum(r.errors.values())
+        if failed:
+            print(f"{r.model}: {failed} frame(s) failed and were scored as empty graphs; rerun to retry them")
+        cut = sum(r.truncated.values())
+        if cut:
+            print(f"{r.model}: {cut} answer(s) were cut at the token limit (max_new_tokens "
+                  f"{by_name[r.model].max_new_tokens}); their complete triplets were scored (`truncated` in the "
+                  "records and the diagnostics table)")
+    print(f"wrote {bench.out}")
+    return 0
