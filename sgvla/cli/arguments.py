@@ -1,4 +1,4 @@
-"""Argument helpers the commands share: `key=value` override items (`sgvla.overrides`) as positional arguments."""
+"""Argument helpers the commands share: `key=value` override items (`sgvla.core.config.parse_items`) as positional arguments."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from sgvla.overrides import SYNTAX
+from sgvla.core.config import SYNTAX
 
 _ITEM = re.compile(r"[A-Za-z_][\w.]*:?=")  # key=value, or name:=value (refused by parse_items, with the fix)
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 from sgvla.cli.arguments import add_overrides_argument
 from sgvla.eval.runner import run_plan, validate  # at parse time: it picks headless rendering before MuJoCo loads
-from sgvla.overrides import parse_items
+from sgvla.core.config import parse_items
 
 
 def add_parser(sub) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sgvla.launch.plan import ARGUMENTS, launch_names, launch_plan, topic_table
-from sgvla.overrides import parse_items
+from sgvla.core.config import parse_items
 
 LAUNCH_SYNTAX = ("Launch arguments are name=value items (`ros2 launch` writes name:=value; sgvla does not), "
                  "anywhere after NAME; the value is read as YAML and passed on as text (true, 3, 0.5; nothing: "

@@ -21,7 +21,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from sgvla.cli.arguments import add_overrides_argument
-from sgvla.overrides import parse_items
+from sgvla.core.config import parse_items
 from sgvla.core.config import ConfigError
 
 log = logging.getLogger("sgvla.record")

@@ -11,7 +11,7 @@ import sys
 from sgvla.cli.arguments import add_overrides_argument
 from sgvla.cli.vlm_bench import CLIENT_OVERRIDES, add_client_arguments
 from sgvla.core.config import ConfigError
-from sgvla.overrides import parse_items
+from sgvla.core.config import parse_items
 
 
 def add_parser(sub) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sgvla.cli.arguments import split_items
-from sgvla.overrides import SYNTAX, parse_items
+from sgvla.core.config import SYNTAX, parse_items
 from sgvla.core.config import ConfigError
 
 CLIENT_OVERRIDES = ("overrides of every --client's config", "model=/path/to/model max_new_tokens=512")

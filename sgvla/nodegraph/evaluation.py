@@ -19,7 +19,7 @@ from sgvla.core.episode import EpisodeKey, EpisodeRecord
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.run_dir import RunDir
 from sgvla.eval.runner import plan, validate
-from sgvla.overrides import parse_line
+from sgvla.core.config import parse_line
 from sgvla.paths import resolve_data_path
 
 log = logging.getLogger(__name__)

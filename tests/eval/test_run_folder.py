@@ -83,7 +83,7 @@ def test_a_second_run_is_refused_with_the_holders_pid(tmp_path, capsys):
     out = tmp_path / "run"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\n"
-         "from sgvla.core.config import load_config\nfrom sgvla.eval.config import EvalConfig\n"
+         "import sgvla.plugins\nfrom sgvla.core.config import load_config\nfrom sgvla.eval.config import EvalConfig\n"
          "from sgvla.eval.run_dir import RunDir\n"
          f"run = RunDir.open(load_config(EvalConfig, 'config/eval/so101_twin.yaml', {{'output_dir': {str(out)!r}}}))\n"
          "print('locked', flush=True)\ntime.sleep(120)\n"], env=ENV, stdout=subprocess.PIPE, text=True)

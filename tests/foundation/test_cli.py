@@ -11,7 +11,7 @@ import pytest
 import sgvla
 from sgvla.cli import SUBCOMMANDS, build_parser, doctor, main
 from sgvla.core.config import ConfigError
-from sgvla.overrides import parse_items, parse_line
+from sgvla.core.config import parse_items, parse_line
 from sgvla.paths import REPO_ROOT
 
 SGVLA = REPO_ROOT / "sgvla"
