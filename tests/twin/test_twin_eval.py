@@ -36,7 +36,8 @@ def test_eval_runs_end_to_end_with_success(tmp_path):
 
 @pytest.mark.parametrize("override, message", [
     ("perturbations=table7", "not supported by the so101_twin suite"),
-    ("tasks=[5]", "so101_twin has tasks 0..4"),
+    ("tasks=[5]", "unknown task id(s) [5]; so101_twin has tasks [0, 1, 2, 3, 4]"),
+    ("policies=[{type: act, path: x}]", "the so101_twin suite runs scripted policies only; not supported: ['act']"),
 ])
 def test_unsupported_plan_is_a_clear_error(tmp_path, override, message):
     done = sgvla_eval(override, "--out", str(tmp_path))
