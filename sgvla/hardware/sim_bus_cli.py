@@ -17,10 +17,10 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sgvla.hardware.calibration import write_arm_calibration
-    from sgvla.hardware.sim_bus import SimFeetechBus, leader_motion, sim_calibration
+    from sgvla.hardware.sim_bus import LEADER_MOTION, SimFeetechBus, sim_calibration
 
     folder = Path(args.calibration_dir)
-    with SimFeetechBus() as follower, SimFeetechBus(motion=leader_motion) as leader:
+    with SimFeetechBus() as follower, SimFeetechBus(motion=LEADER_MOTION) as leader:
         for arm_id in ("so101_follower", "so101_leader"):
             write_arm_calibration(folder / f"{arm_id}.json", sim_calibration())
         print(f"follower port: {follower.port}\nleader port:   {leader.port}\ncalibration:   {folder}/\n"

@@ -229,12 +229,8 @@ def test_sgvla_record_two_episodes_against_the_simulated_bus(tmp_path, rig):
                {"name": "wrist", "source": "synthetic", "width": 64, "height": 48, "fps": 30}]
     config = tmp_path / "rig.yaml"
     config.write_text(yaml.safe_dump({
-        # Retries generous enough for a CI machine whose cores are taken: the bus thread of the
-        # simulated arms then misses LeRobot's reply timeout now and then, which a real arm does not.
-        "follower": {"port": rig.follower.port, "id": "so101_follower", "calibration_dir": str(rig.calibration_dir),
-                     "read_retries": 6},
-        "leader": {"port": rig.leader.port, "id": "so101_leader", "calibration_dir": str(rig.calibration_dir),
-                   "read_retries": 6},
+        "follower": {"port": rig.follower.port, "id": "so101_follower", "calibration_dir": str(rig.calibration_dir)},
+        "leader": {"port": rig.leader.port, "id": "so101_leader", "calibration_dir": str(rig.calibration_dir)},
         "cameras": cameras, "control_rate_hz": 30, "safety": {"max_step": 45.0}}))
     root = tmp_path / "ds"
     proc = subprocess.run([sys.executable, "-m", "sgvla.cli", "record", "--config", str(config), "--root", str(root),
