@@ -4,8 +4,8 @@
 # tests/twin_ros tests/ros) N times in a row while two busy processes load the CPUs, then prints, per test file, in
 # how many of the N runs it had a failure, the failing tests, and the total. Exit status 1 if any run failed: a test
 # that fails only sometimes is a bug. Not part of the default test run (one run of the default paths takes minutes).
-# Uses the repository's .venv and puts the repository first on PYTHONPATH; logs and JUnit reports stay in a temp
-# folder (printed). The load is stopped on exit and on Ctrl-C.
+# Uses the repository's .venv and puts the repository first on PYTHONPATH; each run's log, JUnit report and pytest
+# temp folder (the tests' own logs) stay in a folder under $TMPDIR (printed). The load is stopped on exit and Ctrl-C.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=$root/.venv/bin/python
@@ -39,7 +39,8 @@ done
 echo "stress: ${paths[*]}, $n run(s), 2 busy processes (pids ${load[*]}), logs in $out"
 for i in $(seq "$n"); do
   start=$SECONDS
-  "$py" -m pytest -q -p no:cacheprovider --junitxml="$out/run$i.xml" "${paths[@]}" >"$out/run$i.log" 2>&1
+  "$py" -m pytest -q -p no:cacheprovider --basetemp="$out/tmp$i" --junitxml="$out/run$i.xml" "${paths[@]}" \
+    >"$out/run$i.log" 2>&1
   rc=$?
   echo "$rc" >"$out/run$i.rc"
   echo "run $i/$n: exit $rc in $((SECONDS - start)) s: $(tail -n 1 "$out/run$i.log")"

@@ -333,9 +333,14 @@ def serve(conn: Any, spec: BusSpec, parent_pid: int | None = None) -> None:
     request on ``conn`` with ServoBus.control's tuple; after ("close",) the pty is gone before the answer."""
     try:
         bus = ServoBus(spec)
-        master, slave = os.openpty()
     except Exception as e:
         conn.send(("error", f"simulated bus: {type(e).__name__}: {e}"))
+        return
+    try:
+        master, slave = os.openpty()
+    except OSError as e:
+        bus.close()
+        conn.send(("error", f"simulated bus: no pseudo-terminal: {e}"))
         return
     closing = False
     try:
@@ -351,7 +356,11 @@ def serve(conn: Any, spec: BusSpec, parent_pid: int | None = None) -> None:
                 with contextlib.suppress(BlockingIOError):
                     buf += os.read(master, 4096)
                 while (packet := take_packet(buf)) is not None:
-                    if replies := bus.handle(*packet):
+                    try:
+                        replies = bus.handle(*packet)
+                    except (IndexError, ValueError):
+                        continue  # an instruction with missing or impossible parameters: a servo ignores it
+                    if replies:
                         with contextlib.suppress(BlockingIOError):
                             os.write(master, b"".join(replies))
             if conn in ready:

@@ -3,6 +3,7 @@ process of its own: in time whatever the test process does, gone when it is clos
 
 import mmap
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 from sgvla.hardware import servo_server
 from sgvla.hardware.joints import GRIPPER, JOINTS, MOTOR_IDS
-from sgvla.hardware.servo_server import PING, checksum, instruction_packet, status_packet
+from sgvla.hardware.servo_server import PING, READ, checksum, instruction_packet, status_packet
 from sgvla.hardware.sim_bus import BusClosed, HeldPose, SimFeetechBus, sim_calibration
 
 
@@ -179,6 +180,18 @@ def test_a_reply_arrives_while_this_process_holds_the_gil(sim, tmp_path):
                 client.kill()
                 client.communicate()
     assert held_s < 2.0 and out.strip() == status_packet(1, 0).hex(), (held_s, out)
+
+
+def test_an_instruction_with_missing_parameters_is_ignored(sim):
+    port = os.open(sim.port, os.O_RDWR | os.O_NOCTTY)
+    try:
+        os.write(port, instruction_packet(2, READ) + instruction_packet(2, PING))  # READ without address and size
+        reply = b""
+        while len(reply) < 6 and select.select([port], [], [], 5)[0]:
+            reply += os.read(port, 64)
+        assert reply == status_packet(2, 0) and sim.packets == 2
+    finally:
+        os.close(port)
 
 
 def test_the_server_process_imports_nothing_heavy(sim):
