@@ -1,6 +1,6 @@
 """Simulated servo replies under load: the bus's server in a thread of the MuJoCo process, or in a process of its own.
 
-    python benchmarks/bench_sim_bus.py [--packets 10000] [--busy 2] [--rounds 2]
+    python benchmarks/bench_sim_bus.py [--packets 10000] [--busy 2] [--rounds 2] [--python-threads 0]
 
 The hypothesis behind sgvla/hardware/sim_bus.py's design: a reply thread that shares a process, and so its GIL,
 with MuJoCo physics, rendering and LeRobot's busy-polling reads misses LeRobot's packet timeout (about 50 ms) now
@@ -15,9 +15,11 @@ loop (sgvla.hardware.servo_server.serve) in two ways:
   thread   a thread of this process (at nice -10 where allowed), as the bus was served before
   process  a process of its own (TwinFeetechBus as shipped)
 
-Rounds alternate the two, so both see the same machine. Per mode: instruction packets the server received, dropped
-replies (sync_reads that timed out or came back garbled), the sync_read round trip (p50/p99/max, failed ones
-included: that is what the caller waited), and the MuJoCo work done meanwhile (frames rendered, physics ticks).
+``--python-threads N`` adds N threads of pure-Python work to this process (what a recording loop, frame conversions
+and LeRobot's bookkeeping add there). Rounds alternate the two modes, so both see the same machine. Per mode:
+instruction packets the server received, dropped replies (sync_reads that timed out or came back garbled), the
+sync_read round trip (p50/p99/max, failed ones included: that is what the caller waited), and the MuJoCo work done
+meanwhile (frames rendered, physics ticks).
 """
 
 from __future__ import annotations
@@ -217,10 +219,10 @@ def main() -> None:
 
     a, b = (results[m] for m in MODES)
     extra = f" + {args.python_threads} pure-Python threads" if args.python_threads else ""
-    print(f"\nSimulated Feetech bus (the SO101 twin's) under load, {os.cpu_count()} CPUs, {args.busy} busy processes;"
-          f"\nthis process: twin physics in real time + 2 cameras rendering {args.width}x{args.height} continuously{extra}"
-          " + LeRobot's FeetechMotorsBus\n(sync_read Present_Position + sync_write Goal_Position back to back, no retries)"
-          f", {args.rounds} alternating rounds\n")
+    print(f"\nSimulated Feetech bus (the SO101 twin's) under load, {os.cpu_count()} CPUs, {args.busy} busy processes;\n"
+          f"this process: twin physics in real time + 2 cameras rendering {args.width}x{args.height} continuously"
+          f"{extra}\n+ LeRobot's FeetechMotorsBus (sync_read Present_Position + sync_write Goal_Position back to back, "
+          f"no retries), {args.rounds} alternating rounds\n")
     print(f"{'server in a':<22}" + "".join(f"{h:>16}" for h in (*MODES, "thread/process")))
     print(row("packets", [a["packets"], b["packets"]], False, "d"))
     print(row("dropped replies", [a["dropped"], b["dropped"]], True, "d"))

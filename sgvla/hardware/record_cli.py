@@ -6,8 +6,9 @@ a aborts, q quits; an unsaved episode is never written.
 
 With ``--config twin`` (a rig whose follower port is ``twin``) the follower is the SO101 MuJoCo twin: it runs
 here in real time, its servos answer on a pseudo-terminal as a Feetech bus (from a process of their own, as every
-simulated bus), and the same SO101Follower and recording loop drive it; ``source: twin`` cameras render from it. ``--sim-leader`` replaces the leader arm
-by a simulated one whose joints swing by themselves (as ``sgvla sim-bus``'s), for runs without any arm.
+simulated bus), and the same SO101Follower and recording loop drive it; ``source: twin`` cameras render from it.
+``--sim-leader`` replaces the leader arm by a simulated one whose joints swing by themselves (as ``sgvla
+sim-bus``'s), for runs without any arm.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ thread holding a lock can itself wait tens of milliseconds for its process's GIL
 reader, but a plain one makes the reader retry for as long as a writer is halfway through a write, which is as long
 as that writer is descheduled. So the record is double-buffered: the writer fills the slot that readers are not
 pointed at and only then points them at it. A reader copies the slot it is pointed at and keeps the copy only when
-the slot's sequence number was even and unchanged across the copy and the CRC-32 stored with the values matches
-them; the CRC is what makes a torn copy impossible to accept also on CPUs that may make stores visible out of order
-(Python has no memory barrier). A reader retries only when the writer filled both slots during one copy.
+the slot's sequence number was even and unchanged across the copy, the CRC-32 stored with the values matches them,
+and readers are still pointed at that slot (else a reader that was slow to start its copy could take a write that is
+not published yet, then the older published one: versions would go back). The CRC is what makes a torn copy
+impossible to accept also on CPUs that may make stores visible out of order (Python has no memory barrier). A reader
+retries only when the writer published during its copy, never waits for a writer halfway through a write.
 
 Standard library only: this module runs in the bus's child process (sgvla/hardware/servo_server.py).
 """
@@ -81,11 +83,13 @@ class SharedRecord:
         """(version, values) of the latest complete write. Never waits for the writer."""
         buf, size = self._shm.buf, self._payload.size
         for _ in range(MAX_TRIES):
-            base = self._slot(_U64.unpack_from(buf, 0)[0])
+            latest = _U64.unpack_from(buf, 0)[0]
+            base = self._slot(latest)
             seq = _U64.unpack_from(buf, base)[0]
             payload = bytes(buf[base + _U64.size:base + _U64.size + size])
             crc = _U64.unpack_from(buf, base + _U64.size + size)[0]
-            if seq % 2 == 0 and _U64.unpack_from(buf, base)[0] == seq and zlib.crc32(payload) == crc:
+            if (seq % 2 == 0 and _U64.unpack_from(buf, base)[0] == seq and zlib.crc32(payload) == crc
+                    and _U64.unpack_from(buf, 0)[0] == latest):
                 version, *values = self._payload.unpack(payload)
                 return version, tuple(values)
         raise TornRecordError(f"shared record {self.name}: no consistent copy in {MAX_TRIES} reads")

@@ -82,3 +82,22 @@ def test_a_copy_that_does_not_match_its_checksum_is_never_accepted(record):
     record._shm.buf[base + 16] ^= 0x01  # a value changed without its sequence number (a store seen out of order)
     with pytest.raises(TornRecordError, match=f"no consistent copy in {MAX_TRIES} reads"):
         record.read()
+
+
+def test_a_slow_reader_never_takes_a_write_that_is_not_published_yet(record):
+    """A reader that looked up the latest slot, then stalled while the writer published the other slot and refilled
+    this one (not yet published), must not return that refill: the next read would give an older version."""
+    record.write([2.0] * SIZE)
+    buf, slot = record._shm.buf, record._slot
+
+    def stalled(index: int) -> int:
+        record._slot = slot
+        record.write([3.0] * SIZE)  # published
+        published = bytes(buf[:8])
+        record.write([4.0] * SIZE)  # written into the slot the reader looked up...
+        buf[:8] = published  # ...but not published yet
+        return slot(index)
+
+    record._slot = stalled
+    assert record.read() == (3, (3.0,) * SIZE)
+    assert record.read() == (3, (3.0,) * SIZE)

@@ -43,7 +43,7 @@ def sim_buses(tmp_path):
                      if line.startswith(("follower port:", "leader port:"))}
             if len(ports) == 2:
                 break
-            assert proc.poll() is None and time.monotonic() < deadline, f"no ports from sgvla sim-bus:\n{log.read_text()}"
+            assert proc.poll() is None and time.monotonic() < deadline, f"sgvla sim-bus: no ports\n{log.read_text()}"
             time.sleep(0.05)
         yield SimpleNamespace(follower=ports["follower port"], leader=ports["leader port"])
     finally:
