@@ -6,9 +6,10 @@ a aborts, q quits; an unsaved episode is never written. Without a terminal on st
 there are no keys: pass --auto, or record over ROS 2 and send the commands on the record_control topic.
 
 With ``--config twin`` (a rig whose follower port is ``twin``) the follower is the SO101 MuJoCo twin: it runs
-here in real time, its servos are served on a pseudo-terminal as a Feetech bus, and the same SO101Follower and
-recording loop drive it; ``source: twin`` cameras render from it. ``--sim-leader`` replaces the leader arm
-by a simulated one whose joints swing by themselves (as ``sgvla sim-bus``'s), for runs without any arm.
+here in real time, its servos answer on a pseudo-terminal as a Feetech bus (from a process of their own, as every
+simulated bus), and the same SO101Follower and recording loop drive it; ``source: twin`` cameras render from it.
+``--sim-leader`` replaces the leader arm by a simulated one whose joints swing by themselves (as ``sgvla
+sim-bus``'s), for runs without any arm.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -53,19 +53,15 @@ def simulated_arms(stack: ExitStack, rig, sim_leader: bool, task_id: int, seed: 
     import tempfile
 
     from sgvla.so101.hardware.calibration import write_arm_calibration
-    from sgvla.so101.hardware.sim_bus import SimFeetechBus, leader_motion, sim_calibration
+    from sgvla.so101.hardware.sim_bus import LEADER_MOTION, SimFeetechBus, sim_calibration
     from sgvla.so101.twin.bus import TWIN_PORT, serve_twin
 
-    if rig.follower.port == TWIN_PORT or sim_leader:
-        # Simulated servos answer from a thread of this process, next to physics and rendering: hand the GIL
-        # over often enough that a reply never misses LeRobot's 50 ms packet timeout.
-        sys.setswitchinterval(1e-4)
     twin = None
     if rig.follower.port == TWIN_PORT:
         twin = stack.enter_context(serve_twin(task_id, seed, arm_id=rig.follower.id))
         rig.follower.port, rig.follower.calibration_dir = twin.bus.port, str(twin.calibration_dir)
     if sim_leader:
-        leader = stack.enter_context(SimFeetechBus(motion=leader_motion))
+        leader = stack.enter_context(SimFeetechBus(motion=LEADER_MOTION))
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="sgvla_leader_"))
         write_arm_calibration(f"{folder}/{rig.leader.id}.json", sim_calibration())
         rig.leader.port, rig.leader.calibration_dir = leader.port, folder

@@ -18,10 +18,10 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sgvla.so101.hardware.calibration import write_arm_calibration
-    from sgvla.so101.hardware.sim_bus import SimFeetechBus, leader_motion, sim_calibration
+    from sgvla.so101.hardware.sim_bus import LEADER_MOTION, SimFeetechBus, sim_calibration
 
     folder = Path(args.calibration_dir)
-    with SimFeetechBus() as follower, SimFeetechBus(motion=leader_motion) as leader:
+    with SimFeetechBus() as follower, SimFeetechBus(motion=LEADER_MOTION) as leader:
         for arm_id in ("so101_follower", "so101_leader"):
             write_arm_calibration(folder / f"{arm_id}.json", sim_calibration())
         ports = {"follower": follower.port, "leader": leader.port}

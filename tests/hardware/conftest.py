@@ -1,14 +1,10 @@
 """A simulated SO101 follower and leader on pseudo-terminals, with calibration files in a temp folder.
 
-The simulated servos answer from a thread of the test process, while scservo_sdk busy-polls the
-port from another: with Python's default 5 ms GIL switch interval a reply can queue behind several
-hand-overs and miss LeRobot's 50 ms packet timeout on a loaded machine. Real servos answer from
-their own hardware, so the tests give the reply thread the GIL sooner instead.
+Each simulated bus answers from a process of its own (sgvla/so101/hardware/sim_bus.py), as real servos answer from their
+own hardware: nothing the test process does (threads, garbage collection, LeRobot's busy-polling reads) delays a
+reply. Each test gets its own buses, ports and folder; the fixtures close the buses and reap their processes.
 """
 
-import gc
-import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,15 +15,10 @@ from sgvla.so101.hardware.calibration import write_arm_calibration
 from sgvla.so101.hardware.config import ArmConfig
 from sgvla.so101.hardware.safety import SafetyConfig
 from sgvla.so101.hardware.sim_bus import STEPS_PER_DEGREE as DEG
-from sgvla.so101.hardware.sim_bus import SimFeetechBus, sim_calibration
+from sgvla.so101.hardware.sim_bus import SimFeetechBus, SineMotion, sim_calibration
 
-sys.setswitchinterval(1e-4)
-
-
-def leader_motion(t: float) -> list[float]:
-    """The hand on the leader: body joints swing +-20 degrees at 1 Hz, the gripper between 20 and 80 %."""
-    body = [2048 + 20 * DEG * math.sin(2 * math.pi * t + i) for i in range(5)]
-    return body + [2500 + 300 * math.sin(2 * math.pi * t)]
+# The hand on the leader: body joints swing +-20 degrees at 1 Hz, the gripper between 20 and 80 %.
+LEADER_MOTION = SineMotion(amplitude=20 * DEG, frequency_hz=1.0, gripper_range=(2200, 2800), gripper_frequency_hz=1.0)
 
 
 @dataclass
@@ -48,7 +39,7 @@ def rig(tmp_path):
     folder = tmp_path / "calibration"
     for arm_id in ("so101_follower", "so101_leader"):
         write_arm_calibration(folder / f"{arm_id}.json", sim_calibration())
-    with SimFeetechBus() as follower, SimFeetechBus(motion=leader_motion) as leader:
+    with SimFeetechBus() as follower, SimFeetechBus(motion=LEADER_MOTION) as leader:
         yield SimRig(follower, leader, folder)
 
 
@@ -66,9 +57,3 @@ def leader(rig):
     arm.connect()
     yield arm
     arm.close()
-
-
-@pytest.fixture(autouse=True)
-def collect_garbage_first():
-    """Finalizers of earlier tests' LeRobot datasets must not run in the middle of a bus exchange."""
-    gc.collect()

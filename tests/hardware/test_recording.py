@@ -233,14 +233,12 @@ def test_sgvla_record_two_episodes_against_the_simulated_bus(tmp_path, rig):
         "leader": {"port": "/dev/ttyACM1", "id": "so101_leader"},
         "cameras": cameras, "control_rate_hz": 30, "safety": {"max_step": 45.0}}))
     # The simulated buses' ports and calibration as key=value overrides of the rig (what `sgvla sim-bus` prints).
-    # Retries generous enough for a CI machine whose cores are taken: the bus thread of the simulated arms then
-    # misses LeRobot's reply timeout now and then, which a real arm does not.
     overrides = [f"{arm}.{key}={value}" for arm, port in (("follower", rig.follower.port), ("leader", rig.leader.port))
-                 for key, value in (("port", port), ("calibration_dir", rig.calibration_dir), ("read_retries", 6))]
+                 for key, value in (("port", port), ("calibration_dir", rig.calibration_dir))]
     root = tmp_path / "ds"
-    proc = subprocess.run([sys.executable, "-m", "sgvla.cli", "record", "--config", str(config), *overrides[:3],
+    proc = subprocess.run([sys.executable, "-m", "sgvla.cli", "record", "--config", str(config), *overrides[:2],
                            "--root", str(root), "--task", TASK, "--episodes", "2", "--episode-time", "1.0",
-                           "--reset-time", "0.3", "--auto", *overrides[3:]],
+                           "--reset-time", "0.3", "--auto", *overrides[2:]],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
     log = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith(("Svt", "x265", "encoded")))
     assert proc.returncode == 0 and "saved 2 episode(s)" in log, log

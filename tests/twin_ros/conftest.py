@@ -1,12 +1,13 @@
 """A simulated leader (and follower) bus with calibration files, a rig file pointing at them, and a helper
 that runs `sgvla launch hardware ...` on the test's loopback-only domain.
 
-The simulated buses run in a process of their own (`sgvla sim-bus`), as a real arm's servos answer from their
-own hardware."""
+The simulated buses are served by `sgvla sim-bus`, which the launched nodes reach by port path, as they would an
+arm plugged into the machine."""
 
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,6 @@ import yaml
 from sgvla.so101.hardware.calibration import write_arm_calibration
 from sgvla.so101.hardware.sim_bus import sim_calibration
 from sgvla.paths import REPO_ROOT
-
 
 
 @pytest.fixture
@@ -29,22 +29,31 @@ def calibration_dir(tmp_path) -> Path:
 
 @pytest.fixture
 def sim_buses(tmp_path):
-    """Ports of `sgvla sim-bus`'s follower and leader (a hand moving it: slow sines about the middle), served by a
-    process of their own: a reply thread in this process competes for the GIL with whatever earlier tests of a long
-    session left running here (after tests/hardware/test_recording.py, replies missed LeRobot's 50 ms timeout)."""
-    proc = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "sim-bus", "--calibration-dir", str(tmp_path / "bus")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """Ports of `sgvla sim-bus`'s follower and leader (a hand moving it: slow sines about the middle). Its output goes
+    to a file (a pipe nobody reads would fill and block it); Ctrl-C ends it, as a user would, and it must end cleanly
+    (each of its buses is a process of its own, which it reaps)."""
+    log = tmp_path / "sim_bus.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "sim-bus", "--calibration-dir",
+                                 str(tmp_path / "bus")], stdout=out, stderr=subprocess.STDOUT)
     try:
-        ports = {}
-        while len(ports) < 2:
-            line = proc.stdout.readline()
-            assert line, f"sgvla sim-bus ended early: {ports}"
-            if line.startswith(("follower port:", "leader port:")):
-                ports[line.split()[0]] = line.split()[-1]
-        yield SimpleNamespace(**ports)
+        deadline = time.monotonic() + 120
+        while True:
+            ports = {line.split(":")[0]: line.split()[-1] for line in log.read_text().splitlines()
+                     if line.startswith(("follower port:", "leader port:"))}
+            if len(ports) == 2:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, f"sgvla sim-bus: no ports\n{log.read_text()}"
+            time.sleep(0.05)
+        yield SimpleNamespace(follower=ports["follower port"], leader=ports["leader port"])
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+    assert code == 0, f"sgvla sim-bus ended with {code}:\n{log.read_text()[-3000:]}"
 
 
 def rig_file(tmp_path: Path, base: str, **changes) -> Path:

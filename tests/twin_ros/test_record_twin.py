@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from sgvla.so101.hardware.sim_bus import SimServo
+from sgvla.so101.hardware.servo_server import SimServo
+from sgvla.so101.hardware.sim_bus import register_table
 from sgvla.so101.twin.bus import steps_of, twin_calibration, value_of
 
 from .conftest import rig_file
@@ -33,7 +34,7 @@ def test_twin_calibration_spans_the_urdf_limits_and_inverts_lerobots_normalizati
             # LeRobot reads the rounded register back as (nearly) the same position
             read = bus._normalize({MOTOR_IDS[joint]: round(steps)})[MOTOR_IDS[joint]]
             assert read == pytest.approx(value, abs=0.1) and value_of(joint, round(steps), cal[joint]) == read
-    assert SimServo(1).get("Max_Position_Limit") == 4095
+    assert SimServo(1, register_table()).get("Max_Position_Limit") == 4095
 
 
 def test_record_from_the_twin_like_from_the_arm(tmp_path):

@@ -7,7 +7,16 @@
   reads it (degrees mode about the range middle; the gripper's 0..100 % over its range, mapped onto the URDF
   gripper limits); a Goal_Position written with torque on becomes the twin's joint target. LeRobot's
   SO101Follower talks to it unchanged (``sgvla record --config twin``).
-- :class:`TwinClock`: a thread advancing the twin's physics in real time at its control period.
+- :class:`TwinClock`: a thread advancing the twin's physics in real time at its control period, and exchanging
+  joints and goals with the bus at every tick.
+
+The twin (MuJoCo, rendering) stays in the process that records; the bus's servos answer from their own process,
+like every simulated bus (sgvla/so101/hardware/sim_bus.py says why), so that neither the twin's lock nor this process's
+GIL can hold a reply back. The two meet in shared memory (:class:`~sgvla.so101.hardware.seqlock.SharedRecord`, where
+neither side ever waits for the other): after every physics tick the clock writes the joints' encoder counts and
+velocities, which the servos report; every WRITE/SYNC_WRITE makes the servos write their goals and torque flags,
+which the clock applies as joint targets before the next tick (physics only moves at ticks, so a goal takes effect
+as soon as it did when the bus called the twin directly).
 
 Torque off (LeRobot's disconnect, a fault) makes the twin hold where it is: the model has no limp mode.
 """
@@ -22,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +41,9 @@ from sgvla.so101.hardware.arm import FollowerArm
 from sgvla.so101.hardware.config import ArmConfig
 from sgvla.so101.hardware.joints import GRIPPER, JOINTS, MOTOR_IDS, URDF_LIMITS, action_key, from_radians, to_radians
 from sgvla.so101.hardware.safety import SafetyConfig
-from sgvla.so101.hardware.sim_bus import RESOLUTION, STEPS_PER_DEGREE, SYNC_WRITE, WRITE, SimFeetechBus
+from sgvla.so101.hardware.seqlock import SharedRecord
+from sgvla.so101.hardware.servo_server import RESOLUTION, STEPS_PER_DEGREE, BusSpec, TwinLink
+from sgvla.so101.hardware.sim_bus import SimFeetechBus
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +146,14 @@ class TwinView:
 
 
 class TwinClock:
-    """Advances the twin's physics in real time, one control period per tick, on a thread of its own.
+    """Advances the twin's physics in real time, one control period per tick, on a thread of its own; with a
+    ``bus``, applies the goals its servos received before each tick and publishes the joints after it.
 
     After a stall (a slow render, a save) it catches up by at most ``max_catch_up_s`` at once; the
     time it could not catch up is counted in ``lag_s``."""
 
-    def __init__(self, twin: Any, max_catch_up_s: float = 0.25):
-        self.twin, self.max_catch_up_s = twin, max_catch_up_s
+    def __init__(self, twin: Any, max_catch_up_s: float = 0.25, bus: TwinFeetechBus | None = None):
+        self.twin, self.max_catch_up_s, self.bus = twin, max_catch_up_s, bus
         self.period = float(twin.control_period)
         self.ticks, self.lag_s = 0, 0.0
         self._stop = threading.Event()
@@ -158,7 +170,11 @@ class TwinClock:
             elapsed, last = now - last, now
             step = min(elapsed, self.max_catch_up_s)
             self.lag_s += elapsed - step
+            if self.bus is not None:
+                self.bus.apply_goals()
             self.twin.advance(step)
+            if self.bus is not None:
+                self.bus.publish()
             self.ticks += 1
 
     def close(self) -> None:
@@ -200,14 +216,29 @@ def value_of(joint: str, steps: float, cal: MotorCalibration) -> float:
 
 
 class TwinFeetechBus(SimFeetechBus):
-    """Six simulated STS3215 servos on a pty that are the twin's joints (see the module docstring)."""
+    """Six simulated STS3215 servos on a pty that are the twin's joints (see the module docstring). Its joints and
+    goals are exchanged by :meth:`publish` and :meth:`apply_goals`, which a :class:`TwinClock` given this bus
+    calls at every physics tick (from one thread: each shared record has one writer)."""
 
     def __init__(self, twin: Any, calibration: Mapping[str, MotorCalibration] | None = None):
         self.twin = twin
         self.calibration = dict(calibration or twin_calibration())
         if any(c.drive_mode for c in self.calibration.values()):
             raise ValueError("twin bus: calibrations with drive_mode 1 are not supported")
-        super().__init__(ids=[MOTOR_IDS[j] for j in JOINTS], positions=self._encoders())
+        encoders, velocities = self._joints()
+        self._encoders = encoders
+        self._present = SharedRecord.create(encoders + velocities)
+        self._goals = SharedRecord.create(encoders + [0.0] * len(JOINTS))  # torque off: the servos' power-up state
+        self._applied = self._goals.read()[0]
+        self._exchange = threading.Lock()  # the twin side's exchange against close (never taken by the servos)
+        try:
+            super().__init__(ids=[MOTOR_IDS[j] for j in JOINTS], positions=encoders)
+        except BaseException:
+            self._release_records()
+            raise
+
+    def _spec(self, *args) -> BusSpec:
+        return replace(super()._spec(*args), twin=TwinLink(self._present.name, self._goals.name))
 
     def write_calibration(self, folder: str | Path, arm_id: str) -> Path:
         """The calibration file the follower must load to read this bus as the twin (``<folder>/<arm_id>.json``)."""
@@ -215,30 +246,54 @@ class TwinFeetechBus(SimFeetechBus):
 
         return write_arm_calibration(Path(folder) / f"{arm_id}.json", self.calibration)
 
-    def _encoders(self) -> list[float]:
-        """Raw encoder counts (Present_Position + homing offset) of the twin's joints now."""
-        now = lerobot_of(self.twin.joint_positions())
-        return [steps_of(j, now[j], self.calibration[j]) + self.calibration[j].homing_offset for j in JOINTS]
+    def _encoder_counts(self, radians: Mapping[str, float]) -> list[float]:
+        """Raw encoder counts (Present_Position + homing offset) of joint positions in radians."""
+        values = lerobot_of(radians)
+        return [steps_of(j, values[j], self.calibration[j]) + self.calibration[j].homing_offset for j in JOINTS]
 
-    def _advance(self) -> None:
-        """Servos read the twin: encoders are its joints, velocities their change since the last packet."""
-        now = time.monotonic()
-        for servo, encoder in zip(self.servos.values(), self._encoders(), strict=True):
-            dt, servo._t = now - servo._t, now
-            velocity = (encoder - servo.encoder) / dt if dt > 0 else 0.0
-            servo.encoder = min(max(encoder, 0.0), RESOLUTION - 1.0)
-            servo._refresh(velocity)
+    def _joints(self) -> tuple[list[float], list[float]]:
+        """The twin's joints now: encoder counts, and velocities in counts per second (the mapping is affine)."""
+        positions, velocities = self.twin.joint_positions(), self.twin.joint_velocities()
+        now = self._encoder_counts(positions)
+        ahead = self._encoder_counts({j: positions[j] + velocities[j] for j in JOINTS})  # one second on
+        return now, [b - a for a, b in zip(now, ahead, strict=True)]
 
-    def _handle(self, motor_id: int, instruction: int, params: bytes) -> list[bytes]:
-        replies = super()._handle(motor_id, instruction, params)
-        if instruction in (WRITE, SYNC_WRITE):  # goals (and torque) go to the twin as joint targets
-            goals = {}
-            for joint, servo in zip(JOINTS, self.servos.values(), strict=True):
-                cal = self.calibration[joint]
-                steps = servo.goal_encoder() - cal.homing_offset if servo.get("Torque_Enable") else servo.encoder
-                goals[joint] = value_of(joint, steps, cal)
-            self.twin.set_joint_targets(radians_of(goals))
-        return replies
+    def publish(self) -> None:
+        """Twin side, after a physics tick: the joints become what the servos report."""
+        encoders, velocities = self._joints()
+        with self._exchange:
+            if not self.closed:
+                self._encoders = encoders
+                self._present.write(encoders + velocities)
+
+    def apply_goals(self) -> None:
+        """Twin side, before a physics tick: goals written to the servos since the last call become the joints'
+        targets; a servo with torque off holds where it is."""
+        with self._exchange:
+            if self.closed:
+                return
+            version, values = self._goals.read()
+        if version == self._applied:
+            return
+        self._applied = version
+        n = len(JOINTS)
+        goals = {}
+        for joint, goal, torque, present in zip(JOINTS, values[:n], values[n:], self._encoders, strict=True):
+            cal = self.calibration[joint]
+            encoder = goal if torque else min(max(present, 0.0), RESOLUTION - 1.0)
+            goals[joint] = value_of(joint, encoder - cal.homing_offset, cal)
+        self.twin.set_joint_targets(radians_of(goals))
+
+    def _release_records(self) -> None:
+        for record in (self._present, self._goals):
+            record.close()
+
+    def close(self) -> None:
+        was_closed = self.closed
+        super().close()
+        if not was_closed:
+            with self._exchange:
+                self._release_records()
 
 
 @contextlib.contextmanager
@@ -259,9 +314,9 @@ def serve_twin(task_id: int = 0, seed: int = 0, calibration_dir: str | Path = ""
         render_thread = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin render"))
         view = TwinView(twin)
         stack.callback(lambda: render_thread.submit(view.close).result())
-        clock = TwinClock(twin).start()
-        stack.callback(clock.close)
         bus = stack.enter_context(TwinFeetechBus(twin))
+        clock = TwinClock(twin, bus=bus).start()
+        stack.callback(clock.close)  # before the bus closes
         bus.write_calibration(folder, arm_id)
         log.info("twin task %d (%r), seed %d: servos on %s", task_id, twin.task, seed, bus.port)
         yield TwinRig(twin, view, bus, clock, folder, render_thread)
