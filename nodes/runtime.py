@@ -13,6 +13,7 @@ Without this, rclpy's context destroys the half-built node at shutdown and its `
 never made (an AttributeError on top of the real error). Nodes that own things derive from `ResourceNode`.
 """
 
+import logging
 import signal
 import sys
 import time
@@ -57,10 +58,37 @@ class StopSignals:
             signal.signal(sig, signal.SIG_IGN)
 
 
+class RclLogHandler(logging.Handler):
+    """The library's Python log (``sgvla.*``: an episode saved, a camera reconnected) through rcl's logging, so a
+    node's operator sees it where the node's own lines go (console, `/rosout`, the launch's output), with the
+    logger's name. Without it those INFO lines were dropped: Python logging prints only warnings by default."""
+
+    LEVELS = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error",
+              logging.CRITICAL: "fatal"}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = self.LEVELS[max(lvl for lvl in self.LEVELS if lvl <= max(record.levelno, logging.DEBUG))]
+            getattr(rclpy.logging.get_logger(record.name), level)(self.format(record))
+        except Exception:  # a log line must never end a node
+            self.handleError(record)
+
+
+def forward_library_log() -> None:
+    """Send ``sgvla``'s Python log at INFO and above through rcl (once per process)."""
+    library = logging.getLogger("sgvla")
+    if not any(isinstance(h, RclLogHandler) for h in library.handlers):
+        library.addHandler(RclLogHandler())
+        library.setLevel(logging.INFO)
+        library.propagate = False
+
+
 def init(args=None) -> StopSignals:
-    """`rclpy.init` without rclpy's signal handlers; stop signals are caught before any node exists."""
+    """`rclpy.init` without rclpy's signal handlers; stop signals are caught before any node exists; the library's
+    log goes through rcl."""
     stop = StopSignals()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    forward_library_log()
     return stop
 
 

@@ -14,7 +14,6 @@ infrastructure failure, never as the policy's failure.
 
 from collections import OrderedDict
 
-import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -37,7 +36,7 @@ from sgvla_interfaces.srv import ResetEpisode
 from sgvla_ros.graph_io import stamp_key, stored_image_of, view_graph_of
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
-from sgvla_ros.state_io import key_values, record_msg, robot_of, scene_of, values_of
+from sgvla_ros.state_io import record_msg, robot_of, scene_of, values_of
 
 KEEP = 64  # buffered messages per kind
 

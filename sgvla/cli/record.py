@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 

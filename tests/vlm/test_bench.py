@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 
 from sgvla.cli import main
 

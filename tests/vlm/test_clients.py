@@ -1,6 +1,5 @@
 """Both clients on the tiny model (local and over HTTP), and every HTTP error path."""
 
-import json
 import re
 
 import numpy as np

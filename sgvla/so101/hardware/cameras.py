@@ -362,7 +362,8 @@ class Camera:
             try:
                 color, depth = self.source.grab()
             except Exception as e:
-                log.warning("camera %s: %s; reconnecting every %.1f s", self.config.name, e, self.reconnect_s)
+                what = str(e) if str(e).startswith(f"camera {self.config.name}") else f"camera {self.config.name}: {e}"
+                log.warning("%s; reconnecting every %.1f s", what, self.reconnect_s)
                 self.connected = False
                 self.reconnects += 1
                 self.source.close()
