@@ -25,7 +25,7 @@ import hashlib
 import importlib.metadata
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import mujoco
@@ -43,18 +43,27 @@ class Decimation:
     exports are full of sub-millimetre detail and sliver fans, where quadric decimation otherwise stalls at a third
     of the faces or spends its budget there and cuts the shape), then decimated to the fewest faces of the ladder
     ``FRACTIONS`` whose surface stays within ``tolerance`` of the full mesh both ways (99th percentile of the
-    distances of dense surface samples); a mesh no rung keeps within it is drawn as it is."""
+    distances of dense surface samples); a mesh no rung keeps within it is drawn as it is. Meshes of a body that
+    carries a camera (and of the bodies below it) are seen from centimetres away: they are welded and kept within
+    ``close_up`` times weld and tolerance."""
 
     tolerance: float = 5e-4
     weld: float = 5e-4
     min_faces: int = 500
     aggressiveness: float = 3.0  # fast_simplification's ``agg``: lower is slower and keeps the shape better
+    close_up: float = 0.5
 
     def __post_init__(self):
         if self.tolerance <= 0 or self.weld < 0:
             raise ValueError(f"decimation needs tolerance > 0 and weld >= 0, got {self.tolerance}, {self.weld}")
         if self.min_faces < 4:
             raise ValueError(f"decimation min_faces must be >= 4, got {self.min_faces}")
+        if not 0 < self.close_up <= 1:
+            raise ValueError(f"decimation close_up must be in (0, 1], got {self.close_up}")
+
+    def near_camera(self) -> Decimation:
+        """The settings for meshes a camera rides on."""
+        return replace(self, tolerance=self.tolerance * self.close_up, weld=self.weld * self.close_up, close_up=1.0)
 
 
 FRACTIONS = (0.02, 0.03, 0.05, 0.08, 0.12, 0.18, 0.27, 0.4, 0.6)  # of the welded mesh's faces
@@ -311,6 +320,16 @@ def decimated(source: MeshData, settings: Decimation, folder: Path | None = None
     return mesh
 
 
+def camera_meshes(model: mujoco.MjModel) -> set[int]:
+    """Meshes drawn on a body that carries a camera, or on a body below one (a wrist camera's gripper and jaws)."""
+    carriers = {int(b) for b in model.cam_bodyid if b > 0}
+    below = np.zeros(model.nbody, dtype=bool)
+    for b in range(1, model.nbody):  # parents come before their children
+        below[b] = b in carriers or below[model.body_parentid[b]]
+    drawn = (model.geom_type == mujoco.mjtGeom.mjGEOM_MESH) & below[model.geom_bodyid]
+    return {int(m) for m in model.geom_dataid[drawn]}
+
+
 def _same_scene(render: mujoco.MjModel, physics: mujoco.MjModel) -> None:
     sizes = ("nbody", "ngeom", "nmesh", "ncam", "nlight", "nmat", "ntex", "nq", "nskin", "nflex")
     wrong = [n for n in sizes if getattr(render, n) != getattr(physics, n)]
@@ -328,11 +347,12 @@ def render_model(spec: mujoco.MjSpec, physics: mujoco.MjModel, settings: Decimat
     if len(meshes) != physics.nmesh:
         raise ValueError(f"spec has {len(meshes)} meshes, the physics model {physics.nmesh}: not its spec")
     replaced = {}
+    close = camera_meshes(physics)
     for k, mesh in enumerate(meshes):
         if physics.mesh_facenum[k] <= settings.min_faces:
             continue
         source = mesh_data(physics, k, is_textured(physics, k))
-        small = decimated(source, settings, folder)
+        small = decimated(source, settings.near_camera() if k in close else settings, folder)
         if small is source or len(small.face) >= len(source.face):
             continue
         mesh.file = ""
