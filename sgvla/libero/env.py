@@ -42,7 +42,7 @@ from sgvla.libero.setup import prepare_libero
 from sgvla.libero.perturbations import (
     PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations, table_bounds,
 )
-from sgvla.libero.render import RenderProfile, render_profile
+from sgvla.libero.render import RenderProfile, draw_with_own_context, render_profile
 from sgvla.core.state import Observation, RobotState, SceneState, ground_truth_views
 from sgvla.sim.mujoco_state import (
     CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
@@ -150,7 +150,8 @@ class SgvlaLiberoEnv(LiberoEnv):
         seed = 0 if seed is None else int(seed)
         self._env.seed(seed)
         self._env.reset()
-        self.profile.apply(self._env.sim)
+        draw_with_own_context(self._env.sim)
+        self.profile.apply(self._env.sim, self._env.env.model.get_xml, self.cameras)
         sim = self._env.sim
         self.index = object_index(sim.model._model)
         self.obstacle_index = obstacle_index(sim.model._model, self.index)

@@ -25,6 +25,7 @@ import hashlib
 import importlib.metadata
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -320,9 +321,11 @@ def decimated(source: MeshData, settings: Decimation, folder: Path | None = None
     return mesh
 
 
-def camera_meshes(model: mujoco.MjModel) -> set[int]:
-    """Meshes drawn on a body that carries a camera, or on a body below one (a wrist camera's gripper and jaws)."""
-    carriers = {int(b) for b in model.cam_bodyid if b > 0}
+def camera_meshes(model: mujoco.MjModel, cameras: Sequence[str] | None = None) -> set[int]:
+    """Meshes drawn on a body that carries one of ``cameras`` (default: any camera), or on a body below one (a
+    wrist camera's gripper and jaws)."""
+    ids = range(model.ncam) if cameras is None else [model.camera(name).id for name in cameras]
+    carriers = {int(model.cam_bodyid[c]) for c in ids if model.cam_bodyid[c] > 0}
     below = np.zeros(model.nbody, dtype=bool)
     for b in range(1, model.nbody):  # parents come before their children
         below[b] = b in carriers or below[model.body_parentid[b]]
@@ -340,14 +343,15 @@ def _same_scene(render: mujoco.MjModel, physics: mujoco.MjModel) -> None:
 
 
 def render_model(spec: mujoco.MjSpec, physics: mujoco.MjModel, settings: Decimation = Decimation(),
-                 folder: Path | None = None) -> mujoco.MjModel:
+                 cameras: Sequence[str] | None = None, folder: Path | None = None) -> mujoco.MjModel:
     """The model to make OpenGL contexts from for ``physics``, compiled from ``spec`` (the spec ``physics`` was
-    compiled from, or a fresh copy of it; it is modified) with large meshes decimated; see the module docstring."""
+    compiled from, or a fresh copy of it; it is modified) with large meshes decimated; see the module docstring.
+    ``cameras``: those that will draw (default: all), for the close-up meshes of cameras riding on a body."""
     meshes = list(spec.meshes)
     if len(meshes) != physics.nmesh:
         raise ValueError(f"spec has {len(meshes)} meshes, the physics model {physics.nmesh}: not its spec")
     replaced = {}
-    close = camera_meshes(physics)
+    close = camera_meshes(physics, cameras)
     for k, mesh in enumerate(meshes):
         if physics.mesh_facenum[k] <= settings.min_faces:
             continue
