@@ -48,6 +48,7 @@ class SO101TwinNode(ResourceNode):
         self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to publish
         self.declare_parameter("graph_rate_hz", 5.0)  # ground-truth scene graphs per second; 0: none
         self.declare_parameter("max_catch_up_s", 0.25)  # physics catch-up per tick after a stall
+        self.declare_parameter("render_meshes", "decimated")  # or "full": what cameras draw (config/twin's option)
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         rig = load_hardware_config(param("config"))
         by_name = {c.name: c for c in rig.cameras}
@@ -57,7 +58,8 @@ class SO101TwinNode(ResourceNode):
                              f"{param('config')} (it has {[(c.name, c.source) for c in rig.cameras]})")
         # Released by destroy_node in reverse: cameras (each with its render thread), the arm (the twin holds where
         # it is), the twin.
-        self.twin = self.own(So101Twin(load_twin_config(), task_id=param("task_id")))
+        config = load_twin_config(overrides={"render_meshes": param("render_meshes")})
+        self.twin = self.own(So101Twin(config, task_id=param("task_id")))
         self.twin.reset(param("seed"))
         self.arm = self.own(TwinArm(self.twin, rig.safety))
         self.arm.connect()
