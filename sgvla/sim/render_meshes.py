@@ -32,7 +32,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-FORMAT = 1  # bump when what is cached (or how it is made) changes
+FORMAT = 2  # bump when what is cached (or how it is made) changes
 CACHE_ENV = "SGVLA_CACHE_DIR"
 
 
@@ -221,7 +221,7 @@ class Surface:
     """A mesh's surface for distance queries: samples about ``spacing`` apart in a KD-tree find the candidate
     faces near a point (those of its ``neighbours`` nearest samples), exact point-triangle distances decide."""
 
-    def __init__(self, vert: np.ndarray, face: np.ndarray, spacing: float, neighbours: int = 6):
+    def __init__(self, vert: np.ndarray, face: np.ndarray, spacing: float, neighbours: int = 4):
         from scipy.spatial import cKDTree  # robosuite's dependency (LIBERO), installed with the stack
 
         self.vert, self.face, self.neighbours = vert, face, neighbours
@@ -243,12 +243,15 @@ class Surface:
         return self.samples[np.random.default_rng(0).choice(len(self.samples), most, replace=False)]
 
 
-def deviation(full: Surface, vert: np.ndarray, face: np.ndarray, spacing: float, most: int = 25_000) -> float:
-    """How far two surfaces part: the 99th percentile of the distances from each one's samples to the other."""
+def deviation(full: Surface, vert: np.ndarray, face: np.ndarray, spacing: float, limit: float = np.inf,
+              most: int = 10_000) -> float:
+    """How far two surfaces part: the 99th percentile of the distances from each one's samples (at most ``most``)
+    to the other, the larger of both ways; the second way is skipped once the first exceeds ``limit``."""
     other = Surface(vert, face, spacing)
-    there = other.distance(full.some_samples(most))
-    back = full.distance(other.some_samples(most))
-    return float(max(np.percentile(there, 99), np.percentile(back, 99)))
+    there = float(np.percentile(other.distance(full.some_samples(most)), 99))
+    if there > limit:
+        return there
+    return max(there, float(np.percentile(full.distance(other.some_samples(most)), 99)))
 
 
 def _compact(vert: np.ndarray, face: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -279,7 +282,8 @@ def _simplify(source: MeshData, settings: Decimation) -> MeshData:
                                                           agg=settings.aggressiveness)
                 vert, face = _compact(np.asarray(vert, dtype=np.float64),
                                       np.asarray(face, dtype=np.int64).reshape(-1, 3))
-            made[i] = (vert, face) if deviation(full, vert, face, spacing) <= settings.tolerance else None
+            within = deviation(full, vert, face, spacing, settings.tolerance) <= settings.tolerance
+            made[i] = (vert, face) if within else None
         return made[i]
 
     low, high = 0, len(targets) - 1
