@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -201,6 +201,30 @@ def _batched(tree: Any) -> Any:
     return np.asarray(tree)[None]
 
 
+class PolicyBatch(Mapping):
+    """A policy's batch (``Observation.policy``), made on first read: LeRobot's preprocessing converts every
+    observation to tensors, which scripted runs never read. The raw observation it is made from is never changed
+    after the step that returned it, so a later read gives what an immediate one would have."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]]) -> None:
+        self._make: Callable[[], dict[str, Any]] | None = make
+        self._batch: dict[str, Any] = {}
+
+    def _made(self) -> dict[str, Any]:
+        if self._make is not None:
+            self._batch, self._make = self._make(), None
+        return self._batch
+
+    def __getitem__(self, key: str) -> Any:
+        return self._made()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+
 class LiberoBackend:
     """One LIBERO-Spatial task: LeRobot observations, success, privileged state and ground-truth graphs."""
 
@@ -250,11 +274,15 @@ class LiberoBackend:
 
     def _observation(self, raw: dict[str, Any]) -> Observation:
         self._last = raw
+        images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, ("image", "image2")) if key in raw["pixels"]}
+        return Observation(PolicyBatch(lambda: self._policy_batch(raw)), images, raw, self.task)
+
+    def _policy_batch(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """What ``lerobot-eval`` feeds a policy: the observation through ``preprocess_observation``, the task, the
+        env processor."""
         policy = preprocess_observation(_batched(raw))
         policy["task"] = [self.task]
-        policy = self.env_preprocessor(policy)
-        images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, ("image", "image2")) if key in raw["pixels"]}
-        return Observation(policy, images, raw, self.task)
+        return self.env_preprocessor(policy)
 
     def scene(self) -> SceneState:
         if self._rig is None or self.env.index is None:
