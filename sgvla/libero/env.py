@@ -80,7 +80,8 @@ class BackendConfig:
     settle_steps: int = 10  # LeRobot's LiberoEnv num_steps_wait
     max_steps: int = MAX_STEPS
     # MuJoCo's pipeline once per substep, the success predicate once per step, no unread observables
-    # (sgvla.libero.stepping): the same results bit for bit; False steps LeRobot's env exactly as it comes.
+    # (sgvla.libero.stepping), the policy batch made on first read: the same results bit for bit; False steps
+    # LeRobot's env exactly as it comes and makes the batch every step.
     lean_step: bool = True
 
 
@@ -210,19 +211,20 @@ class PolicyBatch(Mapping):
         self._make: Callable[[], dict[str, Any]] | None = make
         self._batch: dict[str, Any] = {}
 
-    def _made(self) -> dict[str, Any]:
+    def made(self) -> dict[str, Any]:
+        """The batch, made now if it was not yet."""
         if self._make is not None:
             self._batch, self._make = self._make(), None
         return self._batch
 
     def __getitem__(self, key: str) -> Any:
-        return self._made()[key]
+        return self.made()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._made())
+        return iter(self.made())
 
     def __len__(self) -> int:
-        return len(self._made())
+        return len(self.made())
 
 
 class LiberoBackend:
@@ -275,7 +277,10 @@ class LiberoBackend:
     def _observation(self, raw: dict[str, Any]) -> Observation:
         self._last = raw
         images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, ("image", "image2")) if key in raw["pixels"]}
-        return Observation(PolicyBatch(lambda: self._policy_batch(raw)), images, raw, self.task)
+        policy = PolicyBatch(lambda: self._policy_batch(raw))
+        if not self.config.lean_step:
+            policy.made()  # every step, as LeRobot's evaluation loop makes it
+        return Observation(policy, images, raw, self.task)
 
     def _policy_batch(self, raw: dict[str, Any]) -> dict[str, Any]:
         """What ``lerobot-eval`` feeds a policy: the observation through ``preprocess_observation``, the task, the
