@@ -7,13 +7,13 @@ joint names), ``<camera>/image_raw``, ``<camera>/camera_info`` and, for depth ca
 twin's camera). Goals on ``joint_commands`` take the real arm's code path (TwinArm is FollowerArm with the
 twin for motors: limits, max_step per tick, hold when stale). Also ``scene_graph/<camera>`` (the ground-truth
 graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched); ``twin/reset``
-(std_msgs/Int64: a seed) places the objects again and the arm at rest. Cameras render
-on a thread of their own (sgvla.so101.hardware.cameras.Camera, paced at their fps; OpenGL draws outside the twin's
-lock), so a slow render (software OpenGL) lowers the camera rate, not the physics and joint state rate.
+(std_msgs/Int64: a seed) places the objects again and the arm at rest. Each camera renders on threads of its own
+with OpenGL contexts of its own (sgvla.so101.hardware.cameras.TwinSource, paced at the rig camera's fps, drawing
+the twin's decimated render meshes outside its lock, at a lower scheduling priority), so a slow render (software
+OpenGL) lowers that camera's rate, not the other camera's, the physics or the joint state rate.
 """
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from sgvla_ros.graph_io import camera_info_msg, image_msg, scene_graph_msg
@@ -26,7 +26,7 @@ from sgvla.so101.hardware.cameras import Camera, TwinSource
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import from_radians
 from sgvla.so101.hardware.safety import UnsafeCommand
-from sgvla.so101.twin.bus import TwinArm, TwinView
+from sgvla.so101.twin.bus import TwinArm
 from sgvla.so101.twin.config import load_twin_config
 from sgvla.so101.twin.twin import So101Twin
 from sgvla_interfaces.msg import SceneGraph
@@ -48,6 +48,7 @@ class SO101TwinNode(ResourceNode):
         self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to publish
         self.declare_parameter("graph_rate_hz", 5.0)  # ground-truth scene graphs per second; 0: none
         self.declare_parameter("max_catch_up_s", 0.25)  # physics catch-up per tick after a stall
+        self.declare_parameter("render_meshes", "decimated")  # or "full": what cameras draw (config/twin's option)
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         rig = load_hardware_config(param("config"))
         by_name = {c.name: c for c in rig.cameras}
@@ -55,20 +56,17 @@ class SO101TwinNode(ResourceNode):
         if wrong:
             raise ValueError(f"so101_twin: camera(s) {wrong} are not 'source: twin' cameras of the rig "
                              f"{param('config')} (it has {[(c.name, c.source) for c in rig.cameras]})")
-        # Released by destroy_node in reverse: cameras, the view (on its render thread), that thread, the arm (the
-        # twin holds where it is), the twin.
-        self.twin = self.own(So101Twin(load_twin_config(), task_id=param("task_id")))
+        # Released by destroy_node in reverse: cameras (each with its render thread), the arm (the twin holds where
+        # it is), the twin.
+        config = load_twin_config(overrides={"render_meshes": param("render_meshes")})
+        self.twin = self.own(So101Twin(config, task_id=param("task_id")))
         self.twin.reset(param("seed"))
         self.arm = self.own(TwinArm(self.twin, rig.safety))
         self.arm.connect()
-        self.render_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin render")  # owns OpenGL
-        self.own(self.render_thread, self.render_thread.shutdown)
-        self.view = TwinView(self.twin)
-        self.own(self.view, lambda: self.render_thread.submit(self.view.close).result())
+        self.twin.render_model  # made (or read from the cache) before the cameras start, not in their first frame
         self.cameras = {}
         for n in param("cameras"):
-            self.cameras[n] = self.own(Camera(by_name[n], TwinSource(by_name[n], self.view, self.render_thread))
-                                       .start(30.0))
+            self.cameras[n] = self.own(Camera(by_name[n], TwinSource(by_name[n], self.twin)).start(30.0))
         self.published = dict.fromkeys(self.cameras, 0)
         self.max_catch_up_s, self.last = param("max_catch_up_s"), time.monotonic()
         self.counts, self.simulated = dict.fromkeys(["joint_states", *self.cameras], 0), 0.0
@@ -128,7 +126,7 @@ class SO101TwinNode(ResourceNode):
         self.published[name] = frame.index
         c = camera.config
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id=c.frame_id)
-        info = camera_info_msg(self.view.intrinsics(c.device, c.width, c.height), c.width, c.height, header)
+        info = camera_info_msg(self.twin.intrinsics(c.device, c.width, c.height), c.width, c.height, header)
         pubs = self.pubs[name]
         pubs[0].publish(image_msg(frame.color, header))
         pubs[1].publish(info)

@@ -1,12 +1,18 @@
-"""Shared fixtures: a loopback-only ROS 2 environment with a domain id of its own per test."""
+"""Shared fixtures: a loopback-only ROS 2 environment with a domain id of its own per test.
+
+Headless OpenGL for every test: MuJoCo picks its GL backend when it is first imported, by whichever test module
+imports it first (tests/foundation/test_urdf.py does, without rendering), so a module setting MUJOCO_GL before its
+own import is too late when it runs after that one (GLFW without a display: "gladLoadGL error")."""
 
 import itertools
 import os
 
-import pytest
+os.environ.setdefault("MUJOCO_GL", "egl")
 
-from sgvla.core.ros_env import MAX_DOMAIN_ID, loopback_env
-from sgvla.core.sched import is_realtime
+import pytest  # noqa: E402
+
+from sgvla.core.ros_env import MAX_DOMAIN_ID, loopback_env  # noqa: E402
+from sgvla.core.sched import is_realtime  # noqa: E402
 
 _domains = itertools.count()
 

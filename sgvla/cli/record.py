@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             stack.callback(leader.close)
             cameras = []
             for config in rig.cameras:
-                source = make_source(config, *(twin.view, twin.render_thread) if twin else ())
+                source = make_source(config, twin.twin if twin else None)
                 cameras.append(Camera(config, source).start())
                 stack.callback(cameras[-1].close)
             store = EpisodeStore(Path(args.root), args.repo_id, fps, features)

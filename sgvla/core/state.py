@@ -9,7 +9,7 @@ OpenGL order) and boxes in that stored convention; :func:`box_to_policy_frame` m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ class Observation:
     ``images``: camera name -> (H, W, 3) uint8 as the backend stores it (LIBERO: rows bottom-up, the
     SO101 twin: upright); ``raw``: the environment's own observation, what policies act on."""
 
-    policy: dict[str, Any]
+    policy: Mapping[str, Any]  # LIBERO: made on first read
     images: dict[str, np.ndarray]
     raw: dict[str, Any]
     task: str

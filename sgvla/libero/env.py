@@ -27,9 +27,10 @@ and seeds perturbation jitter, so a seed always gives the same scene.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -42,7 +43,8 @@ from sgvla.libero.setup import prepare_libero
 from sgvla.libero.perturbations import (
     PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations, table_bounds,
 )
-from sgvla.libero.render import RenderProfile, render_profile
+from sgvla.libero.render import RenderProfile, draw_with_own_context, render_profile
+from sgvla.libero.stepping import LeanStep, disable_unread_observables
 from sgvla.core.state import Observation, RobotState, SceneState, ground_truth_views
 from sgvla.sim.mujoco_state import (
     CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
@@ -77,6 +79,10 @@ class BackendConfig:
     render_images: bool = True
     settle_steps: int = 10  # LeRobot's LiberoEnv num_steps_wait
     max_steps: int = MAX_STEPS
+    # MuJoCo's pipeline once per substep, the success predicate once per step, no unread observables
+    # (sgvla.libero.stepping), the policy batch made on first read: the same results bit for bit; False steps
+    # LeRobot's env exactly as it comes and makes the batch every step.
+    lean_step: bool = True
 
 
 @cache
@@ -93,7 +99,8 @@ class SgvlaLiberoEnv(LiberoEnv):
     """LeRobot's ``LiberoEnv`` with object removal, camera choice, a render profile and pose perturbations."""
 
     def __init__(self, task: TaskInfo, perturbation: TaskPerturbation, profile: RenderProfile,
-                 cameras: Sequence[str], image_size: int, render_images: bool, settle_steps: int) -> None:
+                 cameras: Sequence[str], image_size: int, render_images: bool, settle_steps: int,
+                 lean_step: bool = True) -> None:
         keys = [f"{c}_image" for c in cameras]
         config = LiberoEnvConfig(
             task=SUITE, task_ids=[task.task_id], observation_height=image_size, observation_width=image_size,
@@ -112,6 +119,7 @@ class SgvlaLiberoEnv(LiberoEnv):
         self.profile = profile
         self.cameras = tuple(cameras)
         self.render_images = render_images
+        self.lean_step = lean_step
         if not render_images:
             self.camera_name = []  # LeRobot's observation formatting then carries no images
         if perturbation.prompt is not None:
@@ -138,6 +146,8 @@ class SgvlaLiberoEnv(LiberoEnv):
             env = ControlEnv(**kwargs, use_camera_obs=False, has_offscreen_renderer=False)
         env.reset()
         self._env = env
+        if self.lean_step:
+            disable_unread_observables(env.env, self.cameras if self.render_images else ())
         reduced = state_layout(env.sim.model._model)
         if self._init_states.shape[1] != 1 + reduced.nq + reduced.nv:  # objects removed: project by joint name
             full = _full_layout(self.task_info.bddl_file)
@@ -150,7 +160,8 @@ class SgvlaLiberoEnv(LiberoEnv):
         seed = 0 if seed is None else int(seed)
         self._env.seed(seed)
         self._env.reset()
-        self.profile.apply(self._env.sim)
+        draw_with_own_context(self._env.sim)
+        self.profile.apply(self._env.sim, self._env.env.model.get_xml, self.cameras)
         sim = self._env.sim
         self.index = object_index(sim.model._model)
         self.obstacle_index = obstacle_index(sim.model._model, self.index)
@@ -162,10 +173,20 @@ class SgvlaLiberoEnv(LiberoEnv):
             check_scene(model, data, self.index, self.task_info.problem.goal_objects, bool(self._env.check_success()),
                         f"task {self.task_id} seed {seed}")
         for _ in range(self.num_steps_wait):
-            raw_obs, _, _, _ = self._env.step(get_libero_dummy_action())
+            with self._stepping():
+                raw_obs, _, _, _ = self._env.step(get_libero_dummy_action())
         for robot in self._env.robots:
             robot.controller.use_delta = self.control_mode == "relative"
         return self._format_raw_obs(raw_obs), {"is_success": False}
+
+    def _stepping(self) -> contextlib.AbstractContextManager:
+        return LeanStep(self._env.env) if self.lean_step else contextlib.nullcontext()
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """LeRobot's step, inside :class:`~sgvla.libero.stepping.LeanStep` unless ``lean_step`` is off."""
+        self._ensure_env()
+        with self._stepping():
+            return super().step(action)
 
     def close(self) -> None:
         super().close()
@@ -181,6 +202,31 @@ def _batched(tree: Any) -> Any:
     return np.asarray(tree)[None]
 
 
+class PolicyBatch(Mapping):
+    """A policy's batch (``Observation.policy``), made on first read: LeRobot's preprocessing converts every
+    observation to tensors, which scripted runs never read. The raw observation it is made from is never changed
+    after the step that returned it, so a later read gives what an immediate one would have."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]]) -> None:
+        self._make: Callable[[], dict[str, Any]] | None = make
+        self._batch: dict[str, Any] = {}
+
+    def made(self) -> dict[str, Any]:
+        """The batch, made now if it was not yet."""
+        if self._make is not None:
+            self._batch, self._make = self._make(), None
+        return self._batch
+
+    def __getitem__(self, key: str) -> Any:
+        return self.made()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.made())
+
+    def __len__(self) -> int:
+        return len(self.made())
+
+
 class LiberoBackend:
     """One LIBERO-Spatial task: LeRobot observations, success, privileged state and ground-truth graphs."""
 
@@ -194,7 +240,8 @@ class LiberoBackend:
         self.perturbation = perturbations.for_task(config.task_id)
         self.cameras: tuple[str, str] = self.perturbation.cameras or tuple(config.cameras)  # type: ignore[assignment]
         self.env = SgvlaLiberoEnv(self.task_info, self.perturbation, render_profile(config.render_profile),
-                                  self.cameras, config.image_size, config.render_images, config.settle_steps)
+                                  self.cameras, config.image_size, config.render_images, config.settle_steps,
+                                  config.lean_step)
         self.env_preprocessor, _ = self.env.lerobot_config.get_env_processors()
         self.max_steps = config.max_steps
         self.steps = 0
@@ -229,11 +276,18 @@ class LiberoBackend:
 
     def _observation(self, raw: dict[str, Any]) -> Observation:
         self._last = raw
+        images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, ("image", "image2")) if key in raw["pixels"]}
+        policy = PolicyBatch(lambda: self._policy_batch(raw))
+        if not self.config.lean_step:
+            policy.made()  # every step, as LeRobot's evaluation loop makes it
+        return Observation(policy, images, raw, self.task)
+
+    def _policy_batch(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """What ``lerobot-eval`` feeds a policy: the observation through ``preprocess_observation``, the task, the
+        env processor."""
         policy = preprocess_observation(_batched(raw))
         policy["task"] = [self.task]
-        policy = self.env_preprocessor(policy)
-        images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, ("image", "image2")) if key in raw["pixels"]}
-        return Observation(policy, images, raw, self.task)
+        return self.env_preprocessor(policy)
 
     def scene(self) -> SceneState:
         if self._rig is None or self.env.index is None:

@@ -21,10 +21,13 @@ IMAGE_SIZES = (32, 1024)  # pixels, inclusive: what the renderer was run at (pol
 @dataclass
 class LiberoSpatialSuite(SuiteConfig):
     """Options: ``render_profile`` (``reference``: what learned policies were trained on, bit-identical to
-    LeRobot's env; ``fast``: cheaper software rendering for scripted and regression runs) and ``image_size``."""
+    LeRobot's env; ``fast``: cheaper software rendering for scripted and regression runs), ``image_size``, and
+    ``lean_step`` (default on: sgvla.libero.stepping, the same results bit for bit; off steps LeRobot's env as it
+    comes, for comparisons)."""
 
     render_profile: Literal["reference", "fast"] = "reference"
     image_size: int = 256
+    lean_step: bool = True
 
     tasks: ClassVar[tuple[int, ...]] = tuple(range(10))
     ontology: ClassVar[str] = "libero_spatial"
@@ -45,7 +48,8 @@ class LiberoSpatialSuite(SuiteConfig):
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
         return make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
-                            image_size=self.image_size, render_images=render_images, **limit)
+                            image_size=self.image_size, render_images=render_images, lean_step=self.lean_step,
+                            **limit)
 
     def cameras_of(self, task_id: int, perturbation: str) -> tuple[str, ...]:
         from sgvla.libero.perturbations import load_perturbations

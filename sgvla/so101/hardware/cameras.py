@@ -12,9 +12,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -193,6 +195,22 @@ class SyntheticSource:
         pass
 
 
+RENDER_NICE = 10  # niceness of render threads: a saturated CPU serves the control loop first
+
+
+def lower_priority(nice: int) -> None:
+    """Raise the calling thread's niceness by ``nice`` (Linux schedules threads on their own; threads it starts
+    later, like a software rasterizer's, inherit it). Lowering priority needs no privilege; where the platform has
+    no per-thread niceness, the thread keeps the process's."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError as e:
+        log.debug("render thread keeps its priority: %s", e)
+
+
 def depth_to_mm(metres: np.ndarray) -> np.ndarray:
     """Depth in metres (H, W) -> (H, W, 1) uint16 millimetres, as a RealSense aligned depth stream gives it
     (0 where nothing was measured, clipped at 65.535 m)."""
@@ -204,30 +222,40 @@ class TwinSource:
     """A camera of the SO101 MuJoCo twin (``sgvla.so101.twin.twin.So101Twin``), rendered at the configured rate.
 
     ``device`` names the twin's camera (``agentview``, ``wrist``); color is upright RGB, depth the
-    rendered depth in millimetres. The twin serializes rendering with its physics (its lock). An OpenGL
-    context belongs to one thread at a time: sources of one twin whose Cameras each run a thread of their own
-    share ``render_thread`` (a one-worker executor) so that every render happens on the same thread."""
+    rendered depth in millimetres. Each source draws on a render thread of its own with OpenGL contexts of its own
+    (``twin.view()``: the twin's lock is held only to copy the scene), so cameras draw side by side and a slow one
+    delays neither the others nor physics. The render thread runs ``nice``-r than the rest of the process (its
+    software rasterizer threads inherit that): on a CPU that rendering saturates, the control loop, joint states
+    and the servo bus are scheduled first and the camera rate gives way."""
 
-    def __init__(self, config: CameraConfig, twin: Any, render_thread: Any = None):
+    def __init__(self, config: CameraConfig, twin: Any, nice: int = RENDER_NICE):
         if config.device not in twin.cameras:
             raise CameraError(f"camera {config.name}: the twin has no camera {config.device!r}; "
                               f"it has {list(twin.cameras)} (set the camera's device)")
-        self.config, self.twin, self.render_thread = config, twin, render_thread
+        self.config, self.twin, self.nice = config, twin, nice
         self.next_t = 0.0
+        self._view: Any = None
+        self._thread: ThreadPoolExecutor | None = None
 
     def open(self) -> None:
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"render {self.config.name}",
+                                              initializer=lower_priority, initargs=(self.nice,))
         self.next_t = time.monotonic()
 
     def frame(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """Render now: (H, W, 3) uint8 RGB and, for depth cameras, (H, W, 1) uint16 millimetres."""
-        if self.render_thread is not None:
-            return self.render_thread.submit(self._render).result()
-        return self._render()
+        """Render now (on the source's render thread): (H, W, 3) uint8 RGB and, for depth cameras, (H, W, 1)
+        uint16 millimetres."""
+        if self._thread is None:
+            raise CameraError(f"camera {self.config.name}: open() the source before rendering")
+        return self._thread.submit(self._render).result()
 
     def _render(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self._view is None:
+            self._view = self.twin.view()
         c = self.config
-        color = self.twin.render(c.device, width=c.width, height=c.height)
-        depth = depth_to_mm(self.twin.render_depth(c.device, width=c.width, height=c.height)) if c.depth else None
+        color = self._view.render(c.device, width=c.width, height=c.height)
+        depth = depth_to_mm(self._view.render_depth(c.device, width=c.width, height=c.height)) if c.depth else None
         return color, depth
 
     def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
@@ -236,7 +264,14 @@ class TwinSource:
         return self.frame()
 
     def close(self) -> None:
-        pass
+        """Frees the OpenGL contexts on the thread they belong to, then ends it (a later open starts a new one)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        if self._view is not None:
+            view, self._view = self._view, None
+            thread.submit(view.close).result()
+        thread.shutdown()
 
 
 class PushedSource:
@@ -283,13 +318,13 @@ class PushedSource:
         pass
 
 
-def make_source(config: CameraConfig, twin: Any = None, render_thread: Any = None) -> Source:
+def make_source(config: CameraConfig, twin: Any = None) -> Source:
     """The source a camera config names; ``twin`` (a running So101Twin) renders ``source: twin`` cameras."""
     if config.source == "twin":
         if twin is None:
             raise CameraError(f"camera {config.name}: source twin renders from a running SO101 twin; start one "
                               "(`sgvla record --config twin`, `sgvla launch hardware sim=true`)")
-        return TwinSource(config, twin, render_thread)
+        return TwinSource(config, twin)
     return {"opencv": OpenCVSource, "realsense": RealSenseSource, "synthetic": SyntheticSource}[config.source](config)
 
 

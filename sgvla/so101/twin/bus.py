@@ -30,7 +30,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -104,45 +103,6 @@ class TwinArm(FollowerArm):
         if self.device is not None:
             self.device.hold()
             self.device = None
-
-
-class TwinView:
-    """The twin's cameras rendered without holding its lock while OpenGL draws: the scene is copied under the
-    lock (``update_scene``), then drawn while physics goes on (So101Twin.render holds the lock throughout).
-    Same ``cameras``/``render``/``render_depth``/``intrinsics`` as the twin; use it from one thread only
-    (its OpenGL contexts are made current there)."""
-
-    def __init__(self, twin: Any):
-        self.twin, self.cameras = twin, twin.cameras
-        self._renderers: dict[tuple[int, int, bool], Any] = {}
-
-    def _render(self, camera: str, width: int, height: int, depth: bool):
-        import mujoco
-
-        if camera not in self.cameras:
-            raise ValueError(f"unknown camera {camera!r}; the twin's cameras are {list(self.cameras)}")
-        renderer = self._renderers.get((width, height, depth))
-        if renderer is None:
-            renderer = self._renderers[width, height, depth] = mujoco.Renderer(self.twin.model, height, width)
-            if depth:
-                renderer.enable_depth_rendering()
-        with self.twin.lock:
-            renderer.update_scene(self.twin.data, camera=camera)
-        return renderer.render()
-
-    def render(self, camera: str, width: int, height: int):
-        return self._render(camera, width, height, False)
-
-    def render_depth(self, camera: str, width: int, height: int):
-        return self._render(camera, width, height, True)
-
-    def intrinsics(self, camera: str, width: int, height: int):
-        return self.twin.intrinsics(camera, width, height)
-
-    def close(self) -> None:
-        for renderer in self._renderers.values():
-            renderer.close()
-        self._renderers.clear()
 
 
 class TwinClock:
@@ -311,22 +271,18 @@ def serve_twin(task_id: int = 0, seed: int = 0, calibration_dir: str | Path = ""
         twin = So101Twin(load_twin_config(), task_id=task_id)
         stack.callback(twin.close)
         twin.reset(seed)
-        render_thread = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin render"))
-        view = TwinView(twin)
-        stack.callback(lambda: render_thread.submit(view.close).result())
+        twin.render_model  # made (or read from the cache) before cameras start, not in their first frame
         bus = stack.enter_context(TwinFeetechBus(twin))
         clock = TwinClock(twin, bus=bus).start()
         stack.callback(clock.close)  # before the bus closes
         bus.write_calibration(folder, arm_id)
         log.info("twin task %d (%r), seed %d: servos on %s", task_id, twin.task, seed, bus.port)
-        yield TwinRig(twin, view, bus, clock, folder, render_thread)
+        yield TwinRig(twin, bus, clock, folder)
 
 
 @dataclass
 class TwinRig:
-    twin: Any
-    view: TwinView  # what cameras render from (source: twin)
+    twin: Any  # what cameras render from (source: twin; each camera draws on a thread of its own)
     bus: TwinFeetechBus
     clock: TwinClock
     calibration_dir: Path
-    render_thread: Any  # the one thread every twin camera renders on

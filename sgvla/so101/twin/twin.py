@@ -5,6 +5,12 @@ in radians keyed by the URDF names, position targets clamped like the servos' ra
 seconds, camera images upright, and the privileged scene state the scene-graph core reads. Every
 public method holds ``lock`` (an RLock), since a ROS node steps physics in one thread while a bus
 thread reads the joints.
+
+Cameras draw the render model (:mod:`sgvla.sim.render_meshes`: the same scene with decimated meshes, made on
+first use and cached; ``render_meshes: full`` in the config draws the package's meshes), while physics and every
+geometric query use the full model. :meth:`So101Twin.render` draws under the lock (images of exactly the state
+the caller stepped to); a :class:`TwinView` (:meth:`So101Twin.view`) has OpenGL contexts of its own and holds the
+lock only to copy the scene, so a camera thread draws while physics goes on.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from sgvla.core.state import SceneState
 from sgvla.sim.mujoco_state import (
     CameraRig, ObstacleIndex, box_half_size, camera_id, camera_intrinsics, camera_pose, free_joint, geom_batch, geom_poses, object_index, object_positions, obstacle_boxes, obstacle_index,
 )
+from sgvla.sim.render_meshes import render_model
 from sgvla.so101.twin.config import BOWL, TwinConfig
 from sgvla.so101.twin.scene import AGENTVIEW, ARM_ROOT, WRIST, build_spec, initial_positions, main_body, object_height
 
@@ -66,7 +73,9 @@ class So101Twin:
         self._bowl_joint = free_joint(model, bowl)
         self._bowl_geoms = np.flatnonzero(model.geom_bodyid == bowl)
         self._rig = CameraRig(model, self.cameras, config.image_width, config.image_height)
-        self._renderers: dict[tuple[int, int, bool], mujoco.Renderer] = {}
+        self._render_model: mujoco.MjModel | None = None
+        self._render_model_lock = threading.Lock()  # not ``lock``: making it must not stall physics
+        self._view = TwinView(self)  # render()'s, used under ``lock``
         self._initial = initial_positions(config, self.layout)
         self.reset(0)
 
@@ -138,26 +147,28 @@ class So101Twin:
                              "(raise image_width/image_height in the twin config for larger images)")
         return width, height
 
-    def _render(self, camera: str, width: int | None, height: int | None, depth: bool) -> np.ndarray:
-        camera_id(self.model, camera)  # a clear error for an unknown camera
-        size = self._size(width, height)
-        with self.lock:
-            renderer = self._renderers.get((*size, depth))
-            if renderer is None:
-                renderer = mujoco.Renderer(self.model, height=size[1], width=size[0])
-                if depth:
-                    renderer.enable_depth_rendering()
-                self._renderers[(*size, depth)] = renderer
-            renderer.update_scene(self.data, camera=camera)
-            return renderer.render().copy()
+    @property
+    def render_model(self) -> mujoco.MjModel:
+        """What cameras draw (see the module docstring); made on first use, seconds when its meshes are cached."""
+        with self._render_model_lock:
+            if self._render_model is None:
+                self._render_model = (self.model if self.config.render_meshes == "full"
+                                      else render_model(build_spec(self.config, self.task_id), self.model))
+            return self._render_model
+
+    def view(self) -> TwinView:
+        """Cameras with OpenGL contexts of their own, for one other thread (see :class:`TwinView`)."""
+        return TwinView(self)
 
     def render(self, camera: str, width: int | None = None, height: int | None = None) -> np.ndarray:
         """(H, W, 3) uint8, row 0 at the top."""
-        return self._render(camera, width, height, depth=False)
+        with self.lock:
+            return self._view.render(camera, width, height)
 
     def render_depth(self, camera: str, width: int | None = None, height: int | None = None) -> np.ndarray:
         """(H, W) float32 depth in metres along the optical axis, row 0 at the top."""
-        return self._render(camera, width, height, depth=True).astype(np.float32)
+        with self.lock:
+            return self._view.render_depth(camera, width, height)
 
     def intrinsics(self, camera: str, width: int, height: int) -> np.ndarray:
         """3x3 pinhole K of ``camera`` for images of ``width`` x ``height``."""
@@ -220,6 +231,45 @@ class So101Twin:
 
     def close(self) -> None:
         with self.lock:
-            for renderer in self._renderers.values():
-                renderer.close()
-            self._renderers.clear()
+            self._view.close()
+
+
+class TwinView:
+    """The twin's cameras drawn by OpenGL contexts of one thread: the scene is copied under the twin's lock
+    (``update_scene``), then drawn after releasing it, while physics goes on. Use it from one thread only (its
+    contexts are made current there); each camera thread has a view of its own, so a slow camera never waits on
+    another one."""
+
+    def __init__(self, twin: So101Twin):
+        self.twin, self.cameras = twin, twin.cameras
+        self._renderers: dict[tuple[int, int, bool], mujoco.Renderer] = {}
+
+    def _render(self, camera: str, width: int | None, height: int | None, depth: bool) -> np.ndarray:
+        twin = self.twin
+        camera_id(twin.model, camera)  # a clear error for an unknown camera
+        size = twin._size(width, height)
+        renderer = self._renderers.get((*size, depth))
+        if renderer is None:
+            renderer = mujoco.Renderer(twin.render_model, height=size[1], width=size[0])
+            if depth:
+                renderer.enable_depth_rendering()
+            self._renderers[(*size, depth)] = renderer
+        with twin.lock:
+            renderer.update_scene(twin.data, camera=camera)
+        return renderer.render()
+
+    def render(self, camera: str, width: int | None = None, height: int | None = None) -> np.ndarray:
+        """(H, W, 3) uint8, row 0 at the top."""
+        return self._render(camera, width, height, depth=False)
+
+    def render_depth(self, camera: str, width: int | None = None, height: int | None = None) -> np.ndarray:
+        """(H, W) float32 depth in metres along the optical axis, row 0 at the top."""
+        return self._render(camera, width, height, depth=True).astype(np.float32)
+
+    def intrinsics(self, camera: str, width: int, height: int) -> np.ndarray:
+        return self.twin.intrinsics(camera, width, height)
+
+    def close(self) -> None:
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()
