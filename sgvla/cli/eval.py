@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     import sgvla.plugins  # noqa: F401  (plans name registered suites, policies, graph sources, context modes)
     from sgvla.core.config import ConfigError, load_config
     from sgvla.eval.config import EvalConfig
-    from sgvla.eval.report import markdown_table, write_report
+    from sgvla.eval.report import SequentialPlan, markdown_table, write_report
     from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, open_records
     from sgvla.eval.run_dir import RunDirError
 
@@ -75,9 +75,10 @@ def run(args: argparse.Namespace) -> int:
     records = list(results.records())
     outstanding_all = infra.outstanding(results)
     if records:
-        print(markdown_table(records, outstanding_all.values()), flush=True)
+        stored = SequentialPlan.stored(summary.path.parent)
+        print(markdown_table(records, outstanding_all.values(), stored), flush=True)
         try:
-            paths = write_report(summary.path.parent, records, outstanding_all.values())
+            paths = write_report(summary.path.parent, records, outstanding_all.values(), stored)
             console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
         except OSError as e:
             say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")

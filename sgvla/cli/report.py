@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from sgvla.eval.report import infra_note, markdown_table, write_report
+    from sgvla.eval.report import SequentialPlan, infra_note, markdown_table, write_report
     from sgvla.eval.results import INFRA_FAILURES, RESULTS, CorruptRecords, open_records
 
     console = Console()
@@ -35,14 +35,22 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(e))
     except OSError as e:
         return fail(f"cannot read the records in {run_dir}: {e.strerror}")
+    try:
+        plan = SequentialPlan.stored(run_dir)  # alpha and the planned pairs of the sequential test
+    except ValueError as e:
+        return fail(str(e))
     records, outstanding = list(results.records()), list(infra.outstanding(results).values())
     if not records:
         note = f". {infra_note(outstanding)}" if outstanding else ""
         return fail(f"{run_dir}: no episode records to report{note}")
-    print(markdown_table(records, outstanding), flush=True)
+    try:
+        table = markdown_table(records, outstanding, plan)
+    except ValueError as e:  # records that do not fit the stored plan (more pairs than it holds)
+        return fail(f"{run_dir}: {e}")
+    print(table, flush=True)
     out = Path(args.out) if args.out else run_dir
     try:
-        paths = write_report(out, records, outstanding)
+        paths = write_report(out, records, outstanding, plan)
     except OSError as e:
         return fail(f"cannot write the report files into {out}: {e.strerror}; the table is above, or pass "
                     "--out DIR to write them elsewhere")

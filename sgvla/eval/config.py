@@ -48,6 +48,9 @@ class EvalConfig:
     modes: list[str] = field(default_factory=lambda: ["standard", "scene_graph"])  # registered context modes
     episodes: int = 10  # seeds seed_offset .. seed_offset + episodes - 1
     seed_offset: int = 0
+    # Two-sided significance level of the report's sequential test (std vs each other mode, after every matched
+    # pair): fixed with the plan, since choosing it while looking at results would void the test's error rate.
+    alpha: float = 0.05
     graph_source: GraphSourceConfig = field(default_factory=GroundTruthConfig)
     view: str = "agentview"  # the camera whose graph the prompt shows
     context_style: Literal[STYLES] = "reference"  # how the graph is written into the prompt
@@ -98,6 +101,8 @@ class EvalConfig:
             if value < low:
                 hint = " (leave it out, or null, for the suite's limit)" if key == "max_steps" else ""
                 raise ValueError(f"{key} must be >= {low}, got {value}{hint}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be within (0, 1), got {self.alpha} (the significance level, e.g. 0.05)")
         if not self.output_dir:
             raise ValueError("output_dir is empty")
         if self.render_images is False and self.images_needed:

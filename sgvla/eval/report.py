@@ -2,18 +2,26 @@
 
 The main table follows the layout of the paper's Table 8: one row per (task, perturbation), and
 per policy the success of the baseline mode (`standard`), of each other mode, and the paired
-difference in percentage points with its exact McNemar p-value over matched seeds.
+difference in percentage points with its exact McNemar p-value over matched seeds, and the verdict of
+the exact sequential McNemar test (`sgvla.core.sequential`) at the plan's alpha over the matched pairs in
+the order they were run (the order of `episodes.jsonl`): decided, and at which pair, or not yet. It is what
+an operator reading the report during the run would have seen, so a run (on the physical arm, where every
+episode costs time) may stop at a decision without inflating the type-I error. Each row and each mode is
+tested on its own at alpha, as the McNemar column is (no correction across rows).
 
 Episodes whose infrastructure failed and that have no result yet (`infra_failures.jsonl`) are no
 results: they are counted apart (a note under the table, `infra_failed` in the CSV), never as
 policy failures.
 """
 
+from __future__ import annotations
+
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sgvla.core.sequential import SequentialResult, sequential_mcnemar
 from sgvla.core.stats import Rate, paired_test, wilson
 
 BASELINE = "standard"
@@ -22,43 +30,110 @@ SHORT = {"standard": "std", "scene_graph": "sg", "scene_graph_full": "sg-full", 
 
 
 @dataclass(frozen=True)
+class SequentialPlan:
+    """What the sequential verdict takes from the evaluation plan, fixed before its first episode: alpha, and
+    how many matched pairs a row can hold (the seeds of a cell; times the tasks in the pooled row)."""
+
+    alpha: float
+    seeds: int
+    tasks: int
+
+    def planned(self, overall: bool) -> int:
+        return self.seeds * (self.tasks if overall else 1)
+
+    @classmethod
+    def of(cls, settings: Mapping, where: str = "the plan") -> SequentialPlan:
+        """From a plan's settings as `config.yaml` stores them; a plan written before `alpha` existed has the
+        default."""
+        from sgvla.eval.config import EvalConfig
+
+        try:
+            plan = cls(float(settings.get("alpha", EvalConfig.alpha)), int(settings["episodes"]),
+                       len(settings["tasks"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{where}: no valid alpha, episodes and tasks for the sequential test ({e!r})") from None
+        if not 0 < plan.alpha < 1 or plan.seeds < 1 or plan.tasks < 1:
+            raise ValueError(f"{where}: alpha must be within (0, 1) and episodes and tasks >= 1, got {plan}")
+        return plan
+
+    @classmethod
+    def stored(cls, run_dir: Path) -> SequentialPlan | None:
+        """The plan stored with a run's records (None when the folder has none)."""
+        import yaml
+
+        from sgvla.eval.run_dir import PLAN
+
+        path = Path(run_dir) / PLAN
+        if not path.is_file():
+            return None
+        try:
+            settings = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise ValueError(f"{path}: cannot read the stored plan ({e})") from None
+        return cls.of(settings if isinstance(settings, Mapping) else {}, str(path))
+
+
+@dataclass(frozen=True)
 class Cell:
     rate: Rate
     delta_pp: float | None = None  # versus the baseline over matched seeds
     p_value: float | None = None
+    sequential: SequentialResult | None = None  # None without a plan
 
 
 def _fmt_rate(r: Rate) -> str:
     return "n/a" if r.n == 0 else f"{100 * r.value:.1f} ({r.successes}/{r.n})"
 
 
-def summarize(records: Iterable[dict], overall: bool = False) -> tuple[list[str], list[str], dict]:
+def summarize(records: Iterable[dict], overall: bool = False,
+              plan: SequentialPlan | None = None) -> tuple[list[str], list[str], dict]:
     """(policies, modes, {(task, perturbation): {(policy, mode): Cell}}) with the baseline mode first.
 
     Episodes pair up across modes by (task, perturbation, seed); `overall` pools every task into
-    one row, keyed (-1, "all")."""
-    outcomes: dict = defaultdict(dict)  # (task, pert, policy, mode) -> {(task, pert, seed): success}
-    for r in records:
+    one row, keyed (-1, "all"). A pair counts from its later episode in the records' order, which is
+    the order they were run."""
+    outcomes: dict = defaultdict(dict)  # (task, pert, policy, mode) -> {(task, pert, seed): (success, order)}
+    for order, r in enumerate(records):
         task, pert = int(r["task_id"]), r["perturbation"]
         row = (-1, "all") if overall else (task, pert)
-        outcomes[(*row, r["policy"], r["mode"])][(task, pert, int(r["seed"]))] = bool(r["success"])
+        outcomes[(*row, r["policy"], r["mode"])][(task, pert, int(r["seed"]))] = (bool(r["success"]), order)
     policies = sorted({k[2] for k in outcomes})
     modes = sorted({k[3] for k in outcomes}, key=lambda m: (m != BASELINE, m))
     table: dict = defaultdict(dict)
     for (task, pert, policy, mode), by_seed in outcomes.items():
-        rate = wilson(sum(by_seed.values()), len(by_seed))
+        rate = wilson(sum(success for success, _ in by_seed.values()), len(by_seed))
         base = outcomes.get((task, pert, policy, BASELINE))
         if mode == BASELINE or base is None:
             table[(task, pert)][(policy, mode)] = Cell(rate)
             continue
-        seeds = sorted(by_seed.keys() & base.keys())
-        test = paired_test([(base[s], by_seed[s]) for s in seeds])
-        table[(task, pert)][(policy, mode)] = Cell(rate, 100 * test.delta, test.p_value)
+        seeds = sorted(by_seed.keys() & base.keys(), key=lambda s: max(base[s][1], by_seed[s][1]))
+        pairs = [(base[s][0], by_seed[s][0]) for s in seeds]
+        test = paired_test(pairs)
+        sequential = None if plan is None else sequential_mcnemar(pairs, plan.planned(overall), plan.alpha)
+        table[(task, pert)][(policy, mode)] = Cell(rate, 100 * test.delta, test.p_value, sequential)
     return policies, modes, dict(sorted(table.items()))
 
 
-def _overall(records: list[dict]) -> dict:
-    return summarize(records, overall=True)[2]
+def _overall(records: list[dict], plan: SequentialPlan | None) -> dict:
+    return summarize(records, overall=True, plan=plan)[2]
+
+
+def _fmt_sequential(s: SequentialResult | None, mode: str) -> str:
+    if s is None:
+        return ""
+    if s.at_pair is not None:
+        better = SHORT.get(mode, mode) if s.decision == "treatment" else SHORT[BASELINE]
+        return f"{better} better (pair {s.at_pair})"
+    return "not decided" if s.decision == "inconclusive" else f"undecided ({s.pairs}/{s.planned})"
+
+
+def _sequential_note(plan: SequentialPlan | None) -> str:
+    if plan is None:
+        return "seq.: no plan (config.yaml) with these records, so no sequential verdict."
+    return (f"seq.: exact sequential McNemar test at alpha={plan.alpha:g} over the pairs in the order run "
+            "(O'Brien-Fleming-like alpha spending, a look after every discordant pair): where it says better, "
+            "the run could stop at that pair; undecided (m/M): m of the M planned pairs so far; not decided: "
+            "all planned pairs run.")
 
 
 def infra_note(outstanding: Iterable[dict]) -> str:
@@ -74,16 +149,18 @@ def infra_note(outstanding: Iterable[dict]) -> str:
             "Rerun `sgvla eval` with the same plan to retry them.")
 
 
-def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = ()) -> str:
+def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
+                   plan: SequentialPlan | None = None) -> str:
     records = list(records)
-    policies, modes, table = summarize(records)
-    table.update(_overall(records))
+    policies, modes, table = summarize(records, plan=plan)
+    table.update(_overall(records, plan))
     head = ["Task", "Perturbation"]
     for policy in policies:
         for mode in modes:
             head.append(f"{policy} {SHORT.get(mode, mode)} (%)")
             if mode != BASELINE:
                 head.append(f"{policy} Δ{SHORT.get(mode, mode)} (pp, p)")
+                head.append(f"{policy} seq. {SHORT.get(mode, mode)}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (task, pert), cells in table.items():
         row = ["all" if task == -1 else str(task), pert]
@@ -93,20 +170,23 @@ def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = ()) ->
                 row.append(_fmt_rate(cell.rate) if cell else "")
                 if mode != BASELINE:
                     row.append("" if cell is None or cell.delta_pp is None else f"{cell.delta_pp:+.1f} (p={cell.p_value:.2g})")
+                    row.append(_fmt_sequential(cell and cell.sequential, mode))
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     lines.append("Success in % (successes/episodes); Δ: paired difference to std over matched seeds, "
                  "p: exact McNemar test. 95% Wilson intervals in the CSV.")
+    lines.append(_sequential_note(plan))
     note = infra_note(outstanding)
     if note:
         lines += ["", note]
     return "\n".join(lines)
 
 
-def csv_rows(records: Iterable[dict], outstanding: Iterable[dict] = ()) -> list[dict]:
+def csv_rows(records: Iterable[dict], outstanding: Iterable[dict] = (),
+             plan: SequentialPlan | None = None) -> list[dict]:
     records = list(records)
-    _, _, table = summarize(records)
-    table.update(_overall(records))
+    _, _, table = summarize(records, plan=plan)
+    table.update(_overall(records, plan))
     infra: Counter = Counter()
     for r in outstanding:
         infra[(int(r["task_id"]), r["perturbation"], r["policy"], r["mode"])] += 1
@@ -121,8 +201,18 @@ def csv_rows(records: Iterable[dict], outstanding: Iterable[dict] = ()) -> list[
                          "delta_pp": "" if c.delta_pp is None else round(c.delta_pp, 2),
                          # p keeps 4 significant digits: over many matched episodes it can be tiny
                          "mcnemar_p": "" if c.p_value is None else float(f"{c.p_value:.4g}"),
+                         **_sequential_columns(c.sequential, mode),
                          "infra_failed": infra[(task, pert, policy, mode)]})
     return rows
+
+
+def _sequential_columns(s: SequentialResult | None, mode: str) -> dict:
+    """sequential: the better mode once decided, else undecided or inconclusive (all planned pairs run)."""
+    if s is None:
+        return {"sequential": "", "sequential_at_pair": "", "planned_pairs": "", "alpha": ""}
+    verdict = {"treatment": mode, "baseline": BASELINE}.get(s.decision, s.decision)
+    return {"sequential": verdict, "sequential_at_pair": "" if s.at_pair is None else s.at_pair,
+            "planned_pairs": s.planned, "alpha": s.alpha}
 
 
 def plot(records: Iterable[dict], path: Path) -> Path:
@@ -159,7 +249,8 @@ def plot(records: Iterable[dict], path: Path) -> Path:
     return path
 
 
-def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict] = ()) -> dict[str, Path]:
+def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict] = (),
+                 plan: SequentialPlan | None = None) -> dict[str, Path]:
     """table.md, table.csv and success.png in `run_dir`; returns their paths."""
     import csv
 
@@ -169,8 +260,8 @@ def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict]
         raise ValueError(f"{run_dir}: no episode records to report")
     run_dir.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": run_dir / "table.md", "csv": run_dir / "table.csv", "plot": run_dir / "success.png"}
-    paths["markdown"].write_text(markdown_table(records, outstanding) + "\n")
-    rows = csv_rows(records, outstanding)
+    paths["markdown"].write_text(markdown_table(records, outstanding, plan) + "\n")
+    rows = csv_rows(records, outstanding, plan)
     with paths["csv"].open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

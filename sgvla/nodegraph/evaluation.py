@@ -105,12 +105,13 @@ class TopicEvaluation:
                   reason)
 
     def write_report(self) -> dict[str, Path]:
-        from sgvla.eval.report import markdown_table, write_report
+        from sgvla.eval.report import SequentialPlan, markdown_table, write_report
 
         records = list(self.results.records())
         if not records:
             return {}
         outstanding = list(self.run_dir.infra.outstanding(self.results).values())
-        paths = write_report(self.out, records, outstanding)
-        print(markdown_table(records, outstanding), flush=True)
+        plan = SequentialPlan.stored(self.out)
+        paths = write_report(self.out, records, outstanding, plan)
+        print(markdown_table(records, outstanding, plan), flush=True)
         return paths

@@ -81,6 +81,7 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     # Every enumerated or bounded setting, at load, with the valid values; nothing silently replaced.
     (["max_steps=0"], "max_steps must be >= 1, got 0 (leave it out, or null, for the suite's limit)"),
     (["seed_offset=-5"], "seed_offset must be >= 0, got -5"),
+    (["alpha=1.5"], "alpha must be within (0, 1), got 1.5"),
     (["suite.render_profile=bogus"], "render_profile: 'bogus' is not one of ['reference', 'fast']"),
     (["view=nosuch"], "unknown view 'nosuch'; the libero_spatial suite's cameras are ['agentview', "),
     (["suite.image_size=0"], "image_size must be within 32..1024 pixels, got 0"),

@@ -48,10 +48,11 @@ def test_a_folder_refuses_another_plan_and_new_run_keeps_the_old_one(finished_ru
     out = copy_of(finished_run, tmp_path)
     before = (out / "episodes.jsonl").read_bytes()
     capsys.readouterr()
-    assert evaluate(out, "max_steps=4", "suite.image_size=96", "tasks=[0,1]") == 2
+    assert evaluate(out, "max_steps=4", "suite.image_size=96", "tasks=[0,1]", "alpha=0.1") == 2
     message = said(capsys)
     assert f"output folder {out} holds a run of another plan" in message
-    for diff in ("tasks: [0] -> [0, 1]", "suite.image_size: 128 -> 96", "max_steps: 3 -> 4"):
+    # alpha too: the sequential test's level is fixed with the plan, never chosen while looking at results
+    for diff in ("tasks: [0] -> [0, 1]", "suite.image_size: 128 -> 96", "max_steps: 3 -> 4", "alpha: 0.05 -> 0.1"):
         assert diff in message
     assert "--new-run" in message and (out / "episodes.jsonl").read_bytes() == before
 
@@ -129,6 +130,8 @@ def test_output_folder_problems_are_messages(finished_run, tmp_path, capsys):
     assert f"cannot write the report files into {out}: " in report.stdout.replace("\n", " ")
     elsewhere = read_only(out, [*cli, "report", str(out), "--out", str(tmp_path / "tables")])
     assert elsewhere.returncode == 0 and (tmp_path / "tables" / "table.csv").is_file()
+    # the sequential verdict from the plan stored with the records: one pair planned, run, nothing decided
+    assert "| not decided |" in elsewhere.stdout and "alpha=0.05" in elsewhere.stdout
 
 
 def test_a_corrupt_line_is_refused_with_file_and_line_and_nothing_changes(finished_run, tmp_path, capsys):

@@ -77,7 +77,7 @@ def test_results_corrupt_line_names_the_file(tmp_path):
 
 
 def test_report_pairs_by_seed_and_pools_tasks():
-    from sgvla.eval.report import csv_rows, markdown_table
+    from sgvla.eval.report import SequentialPlan, csv_rows, markdown_table
 
     records = [{"policy": "p", "task_id": t, "perturbation": "x", "mode": m, "seed": s,
                 "success": m == "scene_graph" or (t == 1 and s == 0)}
@@ -88,3 +88,7 @@ def test_report_pairs_by_seed_and_pools_tasks():
     assert rows[("all", "scene_graph")]["delta_pp"] == pytest.approx(100 * 5 / 6, abs=0.01)
     assert rows[("all", "scene_graph")]["mcnemar_p"] == pytest.approx(2 * 0.5**5, abs=1e-4)
     assert "| all | all | 16.7 (1/6) | 100.0 (6/6) | +83.3 (p=0.062) |" in markdown_table(records)
+    # 5 of 6 pairs for the graph is not significant at 0.05 even after all of them (McNemar p = 0.062)
+    plan = SequentialPlan(alpha=0.05, seeds=3, tasks=2)
+    assert "| +83.3 (p=0.062) | not decided |" in markdown_table(records, plan=plan)
+    assert {r["sequential"] for r in csv_rows(records, plan=plan) if r["mode"] == "scene_graph"} == {"inconclusive"}
