@@ -2,12 +2,21 @@
 
 Headless OpenGL for every test: MuJoCo picks its GL backend when it is first imported, by whichever test module
 imports it first (tests/foundation/test_urdf.py does, without rendering), so a module setting MUJOCO_GL before its
-own import is too late when it runs after that one (GLFW without a display: "gladLoadGL error")."""
+own import is too late when it runs after that one (GLFW without a display: "gladLoadGL error").
+
+Ctrl-C for every child: a shell without job control starts background commands (`make test &`, `nohup`, a CI step)
+with SIGINT ignored, and an ignored signal stays ignored through fork and exec, so every child of such a pytest
+would ignore the SIGINT that tests send as a user's Ctrl-C (`sgvla sim-bus` never ended, its fixture killed it
+after 30 s). The tests' children get SIGINT as a terminal gives it: Python's KeyboardInterrupt here, the default
+disposition after exec."""
 
 import itertools
 import os
+import signal
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest  # noqa: E402
 

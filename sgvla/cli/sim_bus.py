@@ -2,6 +2,7 @@
 
 import argparse
 import shlex
+import signal
 import threading
 from pathlib import Path
 
@@ -21,6 +22,11 @@ def run(args: argparse.Namespace) -> int:
     from sgvla.so101.hardware.sim_bus import LEADER_MOTION, SimFeetechBus, sim_calibration
 
     folder = Path(args.calibration_dir)
+    # Ctrl-C or SIGTERM (a service manager, a script) stops it, also one arriving while the buses start: the buses
+    # are then closed and their processes reaped before it exits, never left serving a port nobody owns.
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     with SimFeetechBus() as follower, SimFeetechBus(motion=LEADER_MOTION) as leader:
         for arm_id in ("so101_follower", "so101_leader"):
             write_arm_calibration(folder / f"{arm_id}.json", sim_calibration())
@@ -30,8 +36,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"follower port: {follower.port}\nleader port:   {leader.port}\ncalibration:   {folder}/\n"
               f"sgvla record --config synthetic {items} --root DIR --task TASK\n"
               "Ctrl-C stops.", flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+        stop.wait()
     return 0
