@@ -1,4 +1,4 @@
-"""Scripted pick-and-place of the bowl for the SO101 twin, in joint position targets.
+"""Scripted pick-and-place of a bowl for the SO101 twin, in joint position targets.
 
 The gripper pinches the bowl's rim: the wall at the side of the bowl that faces across the arm's
 reach, jaws closing along the bowl's radius and pointing straight down. Every control step the
@@ -20,7 +20,7 @@ from lerobot_env_so101.ik_control import DOWN, control_point, roll_to_align_axis
 
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.core.state import SceneState
-from sgvla.so101.twin.config import BOWL
+from sgvla.so101.twin.config import BOWLS
 from sgvla.so101.twin.scene import JAW_PADS, object_height
 from sgvla.so101.twin.twin import So101Twin
 
@@ -77,14 +77,17 @@ def _grasp_offset(model: mujoco.MjModel, site: int, wall_to_fixed_pad: float) ->
 
 
 class TwinPickPlace:
-    """Moves ``target_object`` (the bowl) onto ``place_object``; ``act(scene)`` returns 6 joint targets (JOINTS order)."""
+    """Moves ``target_object`` (a bowl: the one the policy chose, which may be the wrong one) onto ``place_object``;
+    ``act(scene)`` returns 6 joint targets (JOINTS order)."""
 
     def __init__(self, twin: So101Twin, target_object: str, place_object: str,
                  params: PickPlaceParams = PickPlaceParams()) -> None:
-        if target_object != BOWL:
-            raise ValueError(f"the twin's pick-and-place grasps the bowl's rim; cannot pick {target_object!r}")
-        if place_object not in twin.config.shapes:
-            raise ValueError(f"unknown place object {place_object!r}; choose from {sorted(twin.config.shapes)}")
+        if target_object not in BOWLS or target_object not in twin.layout.objects:
+            raise ValueError(f"the twin's pick-and-place grasps a bowl's rim; cannot pick {target_object!r} "
+                             f"(bowls of this scene: {[b for b in BOWLS if b in twin.layout.objects]})")
+        places = sorted(set(twin.layout.objects) - set(BOWLS))
+        if place_object not in places:
+            raise ValueError(f"unknown place object {place_object!r}; this scene has {places}")
         self.twin = twin
         self.target_object = target_object
         self.place_object = place_object
@@ -125,7 +128,7 @@ class TwinPickPlace:
 
     def _phase_goal(self, scene: SceneState, point: np.ndarray) -> np.ndarray:
         p = self.params
-        bowl = scene.position(BOWL)
+        bowl = scene.position(self.target_object)
         if self.phase is Phase.HOVER:
             return self._grasp + [0.0, 0.0, p.hover]
         if self.phase is Phase.DESCEND:
@@ -178,7 +181,7 @@ class TwinPickPlace:
             point = self._point()
             joints = self.twin.joint_positions()
             if self._q is None:
-                self._plan_grasp(scene.position(BOWL))
+                self._plan_grasp(scene.position(self.target_object))
                 self._q = np.array([joints[j] for j in ARM])
                 self._goal = point
             goal = self._advance(scene, point)
