@@ -131,7 +131,7 @@ def test_pick_place_succeeds_on_all_five_tasks(config):
         twin = So101Twin(config, task_id)
         try:
             twin.reset(task_id)
-            controller = TwinPickPlace(twin, "black_bowl_1", twin.layout.place)
+            controller = TwinPickPlace(twin.model, config, "black_bowl_1", twin.layout.place)
             start = time.perf_counter()
             for step in range(300):
                 twin.set_joint_targets(dict(zip(JOINTS, controller.act(twin.scene()))))

@@ -88,7 +88,7 @@ def test_the_other_bowl_on_the_place_object_is_no_success(config):
     twin = backend.twin
     try:
         twin.reset(0)
-        controller = TwinPickPlace(twin, "black_bowl_2", "black_stove")
+        controller = TwinPickPlace(twin.model, twin.config, "black_bowl_2", "black_stove")
         for _ in range(300):
             twin.set_joint_targets(dict(zip(JOINTS, controller.act(twin.scene()))))
             twin.advance(twin.control_period)

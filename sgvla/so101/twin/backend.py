@@ -97,7 +97,7 @@ class TwinBackend:
         return {"goal": (TARGET, self.twin.layout.place), "table_center": np.array([*config.table_center_xy, 0.0])}
 
     def pick_place(self, target: str, place: str) -> TwinPickPlace:
-        return TwinPickPlace(self.twin, target, place)
+        return TwinPickPlace(self.twin.model, self.twin.config, target, place)
 
     def close(self) -> None:
         self.twin.close()

@@ -50,6 +50,12 @@ class So101TwinSuite(SuiteConfig):
         return TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
                            perturbation=perturbation, **limit)
 
+    def controller_factory(self):
+        """The twin's pick-and-place on a model of its own: scripted policies drive it from the scene topic."""
+        from sgvla.so101.twin.pick_place import controller_factory
+
+        return controller_factory()
+
     def observation(self, robot: RobotState, images: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """The twin backend's raw observation: joint positions (JOINTS order) and the upright camera images."""
         from sgvla.so101.hardware.joints import JOINTS
