@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -30,17 +29,11 @@ PLAN = {"name": "equivalence", "suite": SUITE, "policies": [{"type": "expert"}],
 # reads the camera topics), in the single-process launch.
 SHORT = {"name": "recording", "suite": SUITE, "tasks": [0], "perturbations": "table7", "modes": ["scene_graph"],
          "episodes": 1, "max_steps": 3, "workers": 1}
-TIMING = {"wall_time_s", "context_ms_per_step"}
 LOOPBACK = os.geteuid() == 0 and shutil.which("tcpdump") is not None and shutil.which("unshare") is not None
 
 
-def domain_ids(n: int) -> list[int]:
-    base = os.getpid() * 13 + 50
-    return [1 + (base + i) % 101 for i in range(n)]
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, sim_eval):
     """Three runs at once (they share the CPUs, not their waits): the plan in process; the plan over topics
     (processes, recorded, inside the loopback check where possible); a short rendered episode over topics
     (one process, a tiny learned policy that reads the camera topics, recorded with images and overlays)."""
@@ -51,7 +44,7 @@ def runs(tmp_path_factory):
                                      "policies": [{"type": "act", "path": str(tmp / "tiny_act")}]}))
     env = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
     launch = [sys.executable, "-m", "sgvla.cli", "launch", "sim_eval"]
-    d1, d2 = domain_ids(2)
+    d1, d2 = sim_eval.domain_ids(2)
     prefix = [str(REPO_ROOT / "scripts" / "check_loopback.sh")] if LOOPBACK else []
     build_act = [sys.executable, "-m", "sgvla.cli", "make-tiny-policy", "act", str(tmp / "tiny_act")]
     short_launch = [*launch, f"eval_config={short}", "--record", str(tmp / "short_bag"), "--single-process",
@@ -81,49 +74,30 @@ def runs(tmp_path_factory):
     return tmp, np.load(tmp / "inprocess.npz"), logs
 
 
-def bag_messages(path):
-    from sgvla.nodegraph.bag import read_bag
-
-    by_topic = defaultdict(list)
-    for topic, _, msg in read_bag(path):
-        by_topic[topic].append(msg)
-    return by_topic
-
-
-def test_topics_and_in_process_give_identical_episodes(runs):
+def test_topics_and_in_process_give_identical_episodes(runs, sim_eval):
     tmp, inproc, _ = runs
-    expected = json.loads(json.dumps(json.loads(str(inproc["records"]))))  # as the JSONL file holds them
+    expected = json.loads(str(inproc["records"]))
     got = [json.loads(line) for line in (tmp / "topics" / "episodes.jsonl").read_text().splitlines()]
     assert len(expected) == 8 and len(got) == 8
-    assert [(r["task_id"], r["seed"], r["mode"]) for r in got] == [(r["task_id"], r["seed"], r["mode"])
-                                                                    for r in expected]
-    bag = bag_messages(tmp / "bag")
-    actions = defaultdict(dict)
-    for msg in bag["/action"]:
-        actions[msg.episode][msg.step] = np.asarray(msg.data, dtype=np.float64)
+    bag = sim_eval.bag_messages(tmp / "bag")
+    sim_eval.assert_same_episodes(expected, got, inproc, bag)
     finals = {m.episode: m for m in bag["/sim/status"] if m.done}
     scenes = {(m.episode, m.step): m for m in bag["/sim/scene"]}
-    for i, (want, have) in enumerate(zip(expected, got)):
+    for i, have in enumerate(got):
         episode = i + 1  # the evaluator numbers the plan's episodes from 1
-        assert set(have) == set(want), set(have) ^ set(want)
-        assert {k: v for k, v in have.items() if k not in TIMING} == {k: v for k, v in want.items() if k not in TIMING}
-        assert have["steps"] == 40 and want["success"] == have["success"]
-        sent = np.stack([actions[episode][s] for s in range(have["steps"])])
-        assert sent.tobytes() == inproc[f"actions_{i}"].tobytes(), f"episode {episode}: actions differ"
-        final = finals[episode]
-        assert final.step == have["steps"] and final.success == have["success"]
-        eef = scenes[episode, final.step].eef_position
+        assert have["steps"] == 40
+        eef = scenes[episode, finals[episode].step].eef_position
         assert np.asarray(eef, np.float64).tobytes() == inproc[f"eef_{i}"].tobytes()
     # The two modes of one seed ran the same actions here (the expert ignores the prompt) but their
     # prompts differ: the graph context reached the policy in the scene_graph mode only.
     assert got[1]["triplets_in_prompt"] > 0 and got[0]["triplets_in_prompt"] == 0
 
 
-def test_recording_shows_graphs_as_text_and_overlays(runs):
+def test_recording_shows_graphs_as_text_and_overlays(runs, sim_eval):
     tmp, _, _ = runs
     mcaps = list((tmp / "short_bag").glob("*.mcap"))
     assert len(mcaps) == 1 and mcaps[0].stat().st_size > 0
-    bag = bag_messages(tmp / "short_bag")
+    bag = sim_eval.bag_messages(tmp / "short_bag")
     for topic in ["/clock", "/sim/status", "/sim/scene", "/action", "/joint_states", "/eef_pose", "/objects", "/task",
                   "/prompt", "/eval/result", "/scene_graph/agentview",
                   "/graph_context/agentview", "/camera/agentview/image_raw", "/camera/agentview/camera_info",
@@ -143,9 +117,9 @@ def test_recording_shows_graphs_as_text_and_overlays(runs):
     assert record["steps"] == 3 and record["triplets_in_prompt"] > 0
 
 
-def test_plan_run_recorded_every_step(runs):
+def test_plan_run_recorded_every_step(runs, sim_eval):
     tmp, _, _ = runs
-    bag = bag_messages(tmp / "bag")
+    bag = sim_eval.bag_messages(tmp / "bag")
     assert len(bag["/eval/result"]) == 8 and len(bag["/action"]) == 8 * 40
     assert len([m for m in bag["/sim/status"] if m.done]) == 8
     assert not bag["/camera/agentview/image_raw"]  # the expert needs no images: none rendered, as in process

@@ -46,10 +46,13 @@ def test_libero_spatial_ontology():
 
 def test_so101_ontology():
     ontology = load_ontology(ONTOLOGY_DIR / "so101_tabletop.yaml")
-    assert set(ontology.objects) == {"black_bowl", "red_drawer", "black_stove", "cookie", "white_plate"}
-    assert ontology.manipulated == "black_bowl"
-    assert ontology.assignments() == [{}]
-    assert ontology.resolve("bowl") == "black_bowl"
+    # LIBERO-Spatial's structure: two identical black bowls, named as LIBERO names its two.
+    assert set(ontology.objects) == {"black_bowl_1", "black_bowl_2", "red_drawer", "black_stove", "cookie",
+                                     "white_plate"}
+    assert ontology.manipulated == "black_bowl_1"
+    assert ontology.assignments() == [{}, {"black_bowl_1": "black_bowl_2", "black_bowl_2": "black_bowl_1"}]
+    assert ontology.resolve("bowl") is None and ontology.is_ambiguous("black bowl") and ontology.is_ambiguous("bowl")
+    assert ontology.resolve("target_black_bowl") == "black_bowl_1" and ontology.resolve("stove") == "black_stove"
 
 
 @pytest.mark.parametrize(

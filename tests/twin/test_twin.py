@@ -18,13 +18,14 @@ from sgvla.so101.twin.twin import So101Twin  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
-# What each task's name states about its start (robot frame: larger y is the robot's left).
+# What each task's name states about its start (robot frame: larger y is the robot's left): true of the target
+# bowl, black_bowl_1, and false of the other, identical one (the spatial phrase is what tells them apart).
 STATED = [
-    [("black_bowl", "is_on_top_of", "red_drawer")],
-    [("black_bowl", "is_left_of", "black_stove")],
-    [("black_bowl", "is_right_of", "black_stove")],
-    [("black_bowl", "is_on_top_of", "red_drawer"), ("cookie", "is_left_of", "red_drawer")],
-    [("black_bowl", "is_on_top_of", "red_drawer"), ("cookie", "is_right_of", "red_drawer")],
+    [("black_bowl_1", "is_on_top_of", "red_drawer")],
+    [("black_bowl_1", "is_left_of", "black_stove")],
+    [("black_bowl_1", "is_right_of", "black_stove")],
+    [("black_bowl_1", "is_on_top_of", "red_drawer"), ("cookie", "is_left_of", "red_drawer")],
+    [("black_bowl_1", "is_on_top_of", "red_drawer"), ("cookie", "is_right_of", "red_drawer")],
 ]
 
 
@@ -45,14 +46,14 @@ def test_scene_renders_plausible_images_and_depth(twin):
     image = twin.render("agentview")
     assert image.shape == (480, 640, 3) and image.dtype == np.uint8
     assert image.std() > 20 and len(np.unique(image.reshape(-1, 3), axis=0)) > 50
-    box = twin.ground_truth(["agentview"])["agentview"].boxes["black_bowl"]
+    box = twin.ground_truth(["agentview"])["agentview"].boxes["black_bowl_1"]
     x1, y1, x2, y2 = box
     assert 0 <= x1 < x2 <= 640 and 0 <= y1 < y2 <= 480
     depth = twin.render_depth("agentview")
     assert depth.shape == (480, 640) and depth.dtype == np.float32
     bowl_depth = float(np.median(depth[y1:y2, x1:x2]))
     camera = twin.camera_pose("agentview")
-    expected = np.linalg.inv(camera)[:3] @ np.r_[twin.scene().position("black_bowl"), 1.0]
+    expected = np.linalg.inv(camera)[:3] @ np.r_[twin.scene().position("black_bowl_1"), 1.0]
     assert abs(bowl_depth - expected[2]) < 0.06  # the bowl's pixels are about as far as the bowl
     assert 0.3 < bowl_depth < 1.0
     # The black bowl is dark where its box is, against a brighter table around it.
@@ -112,9 +113,12 @@ def test_reset_is_seeded(twin):
 def test_ground_truth_states_the_task_name(config, task_id):
     twin = So101Twin(config, task_id)
     try:
-        graph = twin.ground_truth(["agentview"])["agentview"].graph
+        view = twin.ground_truth(["agentview"])["agentview"]
+        assert {"black_bowl_1", "black_bowl_2"} <= set(view.boxes)  # both bowls in view, by instance name
         for triplet in STATED[task_id]:
-            assert Triplet(*triplet) in graph.triplets, (twin.task, triplet)
+            assert Triplet(*triplet) in view.graph.triplets, (twin.task, triplet)
+            if triplet[0] == "black_bowl_1":
+                assert Triplet("black_bowl_2", *triplet[1:]) not in view.graph.triplets, (twin.task, triplet)
         assert not twin.success()
     finally:
         twin.close()
@@ -127,7 +131,7 @@ def test_pick_place_succeeds_on_all_five_tasks(config):
         twin = So101Twin(config, task_id)
         try:
             twin.reset(task_id)
-            controller = TwinPickPlace(twin, "black_bowl", twin.layout.place)
+            controller = TwinPickPlace(twin.model, config, "black_bowl_1", twin.layout.place)
             start = time.perf_counter()
             for step in range(300):
                 twin.set_joint_targets(dict(zip(JOINTS, controller.act(twin.scene()))))
@@ -136,7 +140,7 @@ def test_pick_place_succeeds_on_all_five_tasks(config):
                     break
             results[task_id] = (twin.success(), step + 1, round(time.perf_counter() - start, 1))
             place = twin.scene().position(twin.layout.place)
-            bowl = twin.scene().position("black_bowl")
+            bowl = twin.scene().position("black_bowl_1")
             if results[task_id][0]:
                 assert np.linalg.norm((bowl - place)[:2]) < 0.05
         finally:

@@ -16,7 +16,8 @@ import numpy as np
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.scene_graph import ViewGraph
 from sgvla.core.state import Observation, RobotState, SceneState
-from sgvla.so101.twin.config import BOWL, DEFAULT_CONFIG, load_twin_config
+from sgvla.so101.twin.config import DEFAULT_CONFIG, TARGET, load_twin_config
+from sgvla.so101.twin.perturbations import NONE, load_perturbations
 from sgvla.so101.twin.pick_place import TwinPickPlace
 from sgvla.so101.twin.twin import So101Twin
 
@@ -24,12 +25,16 @@ DEFAULT_MAX_STEPS = 300  # 10 s at the rig's 30 Hz; the scripted pick-and-place 
 
 
 class TwinBackend:
-    """One twin task: reset(seed), step(action), privileged scene, ground-truth graphs, success."""
+    """One twin task under a perturbation set (``none``, or a file of config/perturbations/so101_twin/): reset(seed),
+    step(action), privileged scene, ground-truth graphs, success of the target bowl."""
 
     def __init__(self, task_id: int, config: str | Path = DEFAULT_CONFIG, image_size: int | None = None,
-                 render_images: bool = True, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+                 render_images: bool = True, max_steps: int = DEFAULT_MAX_STEPS, perturbation: str = NONE) -> None:
         overrides = {"image_width": image_size, "image_height": image_size} if image_size else None
-        self.twin = So101Twin(load_twin_config(config, overrides), task_id)
+        twin_config = load_twin_config(config, overrides)
+        perturbations = load_perturbations(perturbation, twin_config)
+        self.perturbation = perturbations.for_task(task_id)
+        self.twin = So101Twin(twin_config, task_id, perturbations.layout(twin_config, task_id))
         self.task_id = task_id
         self.render_images = render_images
         self.max_steps = max_steps
@@ -85,14 +90,14 @@ class TwinBackend:
     settle_steps = 0  # a reset settles the scene before the first observation, off the clock
 
     def record_facts(self) -> dict[str, Any]:
-        return {"perturbation_applied": "none"}
+        return {"perturbation_applied": self.perturbation.describe()}
 
     def episode_info(self) -> dict[str, Any]:
         config = self.twin.config
-        return {"goal": (BOWL, self.twin.layout.place), "table_center": np.array([*config.table_center_xy, 0.0])}
+        return {"goal": (TARGET, self.twin.layout.place), "table_center": np.array([*config.table_center_xy, 0.0])}
 
     def pick_place(self, target: str, place: str) -> TwinPickPlace:
-        return TwinPickPlace(self.twin, target, place)
+        return TwinPickPlace(self.twin.model, self.twin.config, target, place)
 
     def close(self) -> None:
         self.twin.close()

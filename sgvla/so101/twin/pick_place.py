@@ -1,4 +1,4 @@
-"""Scripted pick-and-place of the bowl for the SO101 twin, in joint position targets.
+"""Scripted pick-and-place of a bowl for the SO101 twin, in joint position targets.
 
 The gripper pinches the bowl's rim: the wall at the side of the bowl that faces across the arm's
 reach, jaws closing along the bowl's radius and pointing straight down. Every control step the
@@ -7,6 +7,11 @@ damped least-squares IK of ``lerobot_env_so101.ik_control`` (solved on a private
 the approach-axis constraint and the wrist roll seeded toward the jaw direction). While the bowl
 is carried the goal is shifted by the bowl's remaining error, so a bowl that slipped in the jaws
 still lands centred. Phases: hover, descend, close, lift, traverse, lower, open, retreat.
+
+It reads nothing but the privileged scene (object positions, the gripper frame's pose) and its own commands (the
+first IK seed is the rest pose the reset commanded), with a model of the twin for the IK, so it acts the same in
+process (the backend's model) and in the ROS policy node (a model of its own, from the scene topic): the arm's
+kinematics are the same in every task's model.
 """
 
 from __future__ import annotations
@@ -16,13 +21,13 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
-from lerobot_env_so101.ik_control import DOWN, control_point, roll_to_align_axis, solve_ik
+from lerobot_env_so101.ik_control import DOWN, roll_to_align_axis, solve_ik
 
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.core.state import SceneState
-from sgvla.so101.twin.config import BOWL
-from sgvla.so101.twin.scene import JAW_PADS, object_height
-from sgvla.so101.twin.twin import So101Twin
+from sgvla.so101.twin.config import BOWLS, TwinConfig, load_twin_config
+from sgvla.so101.twin.scene import JAW_PADS, build_spec, object_height
+from sgvla.so101.twin.twin import GRIPPER_SITE
 
 ARM = JOINTS[:5]
 APPROACH_AXIS, JAW_AXIS = 0, 2  # gripperframe axes: x points out of the fingers, the jaws close along z
@@ -77,25 +82,26 @@ def _grasp_offset(model: mujoco.MjModel, site: int, wall_to_fixed_pad: float) ->
 
 
 class TwinPickPlace:
-    """Moves ``target_object`` (the bowl) onto ``place_object``; ``act(scene)`` returns 6 joint targets (JOINTS order)."""
+    """Moves ``target_object`` (a bowl: the one the policy chose, which may be the wrong one) onto ``place_object``;
+    ``act(scene)`` returns 6 joint targets (JOINTS order)."""
 
-    def __init__(self, twin: So101Twin, target_object: str, place_object: str,
+    def __init__(self, model: mujoco.MjModel, config: TwinConfig, target_object: str, place_object: str,
                  params: PickPlaceParams = PickPlaceParams()) -> None:
-        if target_object != BOWL:
-            raise ValueError(f"the twin's pick-and-place grasps the bowl's rim; cannot pick {target_object!r}")
-        if place_object not in twin.config.shapes:
-            raise ValueError(f"unknown place object {place_object!r}; choose from {sorted(twin.config.shapes)}")
-        self.twin = twin
+        if target_object not in BOWLS:
+            raise ValueError(f"the twin's pick-and-place grasps a bowl's rim; cannot pick {target_object!r} "
+                             f"(bowls: {list(BOWLS)})")
+        if place_object not in config.shapes:
+            raise ValueError(f"unknown place object {place_object!r}; choose from {sorted(config.shapes)}")
+        self.model, self.config = model, config
         self.target_object = target_object
         self.place_object = place_object
         self.params = params
-        model = twin.model
         self._ik = mujoco.MjData(model)
-        self._site = twin.site_id
+        self._site = model.site(GRIPPER_SITE).id
         self._dofs = np.array([model.joint(j).dofadr[0] for j in ARM])
         self._roll = model.joint("wrist_roll").id
         self._offset = _grasp_offset(model, self._site, params.wall_to_fixed_pad)
-        self._steps_per_s = 1.0 / twin.control_period
+        self._steps_per_s = config.control_rate_hz
         self.phase = Phase.HOVER
         self._steps = 0
         self._goal: np.ndarray | None = None  # where the IK is sent this step
@@ -109,8 +115,9 @@ class TwinPickPlace:
     def done(self) -> bool:
         return self.phase is Phase.DONE
 
-    def _point(self) -> np.ndarray:
-        return control_point(self.twin.data, self._site, self._offset)
+    def _point(self, scene: SceneState) -> np.ndarray:
+        """The grasp point, from the gripper frame's pose in the scene (as ``control_point`` computes it)."""
+        return scene.eef_pos + scene.eef_mat @ self._offset
 
     def _plan_grasp(self, bowl: np.ndarray) -> None:
         """The rim point across the arm's reach (the side nearer the arm's centre line), jaws along the radius."""
@@ -118,14 +125,14 @@ class TwinPickPlace:
         side = np.array([-reach[1], reach[0]])
         if side[1] * bowl[1] > 0:
             side = -side
-        shape = self.twin.config.bowl
+        shape = self.config.bowl
         self._jaw_dir = np.array([*side, 0.0])
         self._grasp = bowl + np.array([*(side * (shape.radius - shape.wall / 2)),
                                        shape.height - self.params.grip_depth])
 
     def _phase_goal(self, scene: SceneState, point: np.ndarray) -> np.ndarray:
         p = self.params
-        bowl = scene.position(BOWL)
+        bowl = scene.position(self.target_object)
         if self.phase is Phase.HOVER:
             return self._grasp + [0.0, 0.0, p.hover]
         if self.phase is Phase.DESCEND:
@@ -133,7 +140,7 @@ class TwinPickPlace:
         if self.phase is Phase.LIFT:
             return np.array([*self._entry[:2], p.carry_height])
         place = scene.position(self.place_object)
-        goal = np.array([place[0], place[1], place[2] + object_height(self.twin.config, self.place_object)
+        goal = np.array([place[0], place[1], place[2] + object_height(self.config, self.place_object)
                          + p.release_clearance])
         carried = point + goal - bowl  # the grasp point that puts the bowl at the goal
         if self.phase is Phase.TRAVERSE:
@@ -163,33 +170,47 @@ class TwinPickPlace:
 
     def _solve(self, goal: np.ndarray) -> np.ndarray:
         data = self._ik
-        data.qpos[:] = self.twin.data.qpos
-        data.qpos[self._dofs] = self._q
-        mujoco.mj_kinematics(self.twin.model, data)
+        data.qpos[self._dofs] = self._q  # the arm's joints come first in the twin's model (qpos = dof addresses)
+        mujoco.mj_kinematics(self.model, data)
         seed = self._q.copy()
         roll_index = ARM.index("wrist_roll")
         seed[roll_index] += roll_to_align_axis(data, self._site, self._roll, JAW_AXIS, self._jaw_dir)
-        seed[roll_index] = np.clip(seed[roll_index], *self.twin.model.jnt_range[self._roll])
-        return solve_ik(self.twin.model, data, self._site, self._dofs, goal, seed_q=seed,
+        seed[roll_index] = np.clip(seed[roll_index], *self.model.jnt_range[self._roll])
+        return solve_ik(self.model, data, self._site, self._dofs, goal, seed_q=seed,
                         point_offset=self._offset, approach_axis=APPROACH_AXIS, approach_dir=DOWN)
 
     def act(self, scene: SceneState) -> np.ndarray:
-        with self.twin.lock:
-            point = self._point()
-            joints = self.twin.joint_positions()
-            if self._q is None:
-                self._plan_grasp(scene.position(BOWL))
-                self._q = np.array([joints[j] for j in ARM])
-                self._goal = point
-            goal = self._advance(scene, point)
-            if goal is not None:
-                speed = self.params.slow_speed if self.phase in _SLOW_PHASES else self.params.speed
-                step = goal - self._goal
-                limit = speed / self._steps_per_s
-                self._goal = self._goal + step * min(1.0, limit / max(np.linalg.norm(step), 1e-12))
-                self._sag = np.clip(self._sag + self.params.sag_gain * (self._goal - point), -self.params.max_sag,
-                                    self.params.max_sag)
-                self._q = self._solve(self._goal + self._sag)
-            self._steps += 1
-            gripper = self.params.closed_angle if self.phase in _CLOSED_PHASES else self.params.open_angle
-            return np.array([*self._q, gripper])
+        point = self._point(scene)
+        if self._q is None:
+            missing = [n for n in (self.target_object, self.place_object) if n not in scene.objects]
+            if missing:
+                raise ValueError(f"{missing} not in the scene; it has {list(scene.objects)}")
+            self._plan_grasp(scene.position(self.target_object))
+            self._q = np.array([self.config.rest_pose.get(j, 0.0) for j in ARM])
+            self._goal = point
+        goal = self._advance(scene, point)
+        if goal is not None:
+            speed = self.params.slow_speed if self.phase in _SLOW_PHASES else self.params.speed
+            step = goal - self._goal
+            limit = speed / self._steps_per_s
+            self._goal = self._goal + step * min(1.0, limit / max(np.linalg.norm(step), 1e-12))
+            self._sag = np.clip(self._sag + self.params.sag_gain * (self._goal - point), -self.params.max_sag,
+                                self.params.max_sag)
+            self._q = self._solve(self._goal + self._sag)
+        self._steps += 1
+        gripper = self.params.closed_angle if self.phase in _CLOSED_PHASES else self.params.open_angle
+        return np.array([*self._q, gripper])
+
+
+def controller_factory(config: TwinConfig | None = None):
+    """``(target, place) -> TwinPickPlace`` on a model of the twin of its own (built on first use): what a policy
+    node drives the twin with from the scene topic."""
+    config = config or load_twin_config()
+    model: list[mujoco.MjModel] = []
+
+    def make(target_object: str, place_object: str) -> TwinPickPlace:
+        if not model:
+            model.append(build_spec(config).compile())
+        return TwinPickPlace(model[0], config, target_object, place_object)
+
+    return make

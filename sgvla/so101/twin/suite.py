@@ -1,4 +1,5 @@
-"""The SO101 twin suite: the real tabletop's five tasks in MuJoCo (config/twin/so101_tabletop.yaml)."""
+"""The SO101 twin suite: the real tabletop's five tasks in MuJoCo (config/twin/so101_tabletop.yaml), two identical
+black bowls in each, under the perturbation sets of config/perturbations/so101_twin/."""
 
 from __future__ import annotations
 
@@ -32,13 +33,28 @@ class So101TwinSuite(SuiteConfig):
             raise ValueError(f"image_size must be within 32..1024 pixels, got {self.image_size}")
 
     def perturbations(self) -> list[str]:
-        return ["none"]
+        from sgvla.so101.twin.perturbations import available_perturbations
+
+        return available_perturbations()
+
+    def check_perturbations(self, name: str) -> None:
+        super().check_perturbations(name)
+        from sgvla.so101.twin.perturbations import load_perturbations
+
+        load_perturbations(name)  # checked against the twin's tasks: a clear error naming the file and task
 
     def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None):
         from sgvla.so101.twin.backend import TwinBackend
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
-        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images, **limit)
+        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
+                           perturbation=perturbation, **limit)
+
+    def controller_factory(self):
+        """The twin's pick-and-place on a model of its own: scripted policies drive it from the scene topic."""
+        from sgvla.so101.twin.pick_place import controller_factory
+
+        return controller_factory()
 
     def observation(self, robot: RobotState, images: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """The twin backend's raw observation: joint positions (JOINTS order) and the upright camera images."""

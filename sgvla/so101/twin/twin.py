@@ -28,7 +28,7 @@ from sgvla.sim.mujoco_state import (
     CameraRig, ObstacleIndex, box_half_size, camera_id, camera_intrinsics, camera_pose, free_joint, geom_batch, geom_poses, object_index, object_positions, obstacle_boxes, obstacle_index,
 )
 from sgvla.sim.render_meshes import render_model
-from sgvla.so101.twin.config import BOWL, TwinConfig
+from sgvla.so101.twin.config import TARGET, TaskLayout, TwinConfig
 from sgvla.so101.twin.scene import AGENTVIEW, ARM_ROOT, WRIST, build_spec, initial_positions, main_body, object_height
 
 GRIPPER_SITE = "gripperframe"
@@ -45,15 +45,16 @@ def upright_boxes(view: ViewGraph, height: int) -> ViewGraph:
 
 
 class So101Twin:
-    """The SO101 arm and the five objects of task ``task_id``; see the module docstring."""
+    """The SO101 arm and the objects of task ``task_id`` (or of ``layout``: the task as a perturbation left it);
+    see the module docstring. Success is judged on the target bowl only."""
 
-    def __init__(self, config: TwinConfig, task_id: int = 0) -> None:
+    def __init__(self, config: TwinConfig, task_id: int = 0, layout: TaskLayout | None = None) -> None:
         self.lock = threading.RLock()
         self.config = config
         self.task_id = task_id
-        self.layout = config.task(task_id)
+        self.layout = config.task(task_id) if layout is None else layout
         self.task = self.layout.prompt
-        self.model = build_spec(config, task_id).compile()
+        self.model = build_spec(config, task_id, self.layout).compile()
         self.data = mujoco.MjData(self.model)
         self.control_period = 1.0 / config.control_rate_hz
         self.cameras = (AGENTVIEW, WRIST)
@@ -69,7 +70,7 @@ class So101Twin:
         obstacles = obstacle_index(model, self.index)
         keep = ~np.isin(obstacles.geom_ids, self.arm_geoms)
         self._obstacles = ObstacleIndex(obstacles.geom_ids[keep], obstacles.owner[keep], obstacles.half_sizes[keep])
-        bowl = self.index.body_ids[self.index.column(BOWL)]
+        bowl = self.index.body_ids[self.index.column(TARGET)]
         self._bowl_joint = free_joint(model, bowl)
         self._bowl_geoms = np.flatnonzero(model.geom_bodyid == bowl)
         self._rig = CameraRig(model, self.cameras, config.image_width, config.image_height)
@@ -82,14 +83,14 @@ class So101Twin:
     # -- physics ---------------------------------------------------------------------------------
 
     def reset(self, seed: int) -> None:
-        """Task layout with seeded position noise (a stacked bowl moves with its support), arm at rest, settled."""
+        """Task layout with seeded position noise (a stacked object moves with its support), arm at rest, settled."""
         with self.lock:
             rng = np.random.default_rng(seed)
             model, data = self.model, self.data
             mujoco.mj_resetData(model, data)
             noise = {name: rng.uniform(-1, 1, 2) * self.config.position_noise for name in self.index.names}
-            if self.layout.bowl_on:
-                noise[BOWL] = noise[self.layout.bowl_on]
+            for name, support in self.layout.stands_on.items():
+                noise[name] = noise[support]
             for name in self.index.names:
                 joint = free_joint(model, self.index.body_ids[self.index.column(name)])
                 data.qpos[joint.qpos] = [*(self._initial[name][:2] + noise[name]), self._initial[name][2], 1, 0, 0, 0]
@@ -153,7 +154,8 @@ class So101Twin:
         with self._render_model_lock:
             if self._render_model is None:
                 self._render_model = (self.model if self.config.render_meshes == "full"
-                                      else render_model(build_spec(self.config, self.task_id), self.model))
+                                      else render_model(build_spec(self.config, self.task_id, self.layout),
+                                                                    self.model))
             return self._render_model
 
     def view(self) -> TwinView:
@@ -215,11 +217,12 @@ class So101Twin:
         return bool((on_bowl[0] & on_arm[1] | on_bowl[1] & on_arm[0]).any())
 
     def success(self) -> bool:
-        """The bowl rests on top of the task's place object, within its footprint, and the gripper let go."""
+        """The target bowl rests on top of the task's place object, within its footprint, and the gripper let go
+        (where the other bowl ends up does not matter)."""
         with self.lock:
             model, data = self.model, self.data
             place = self.layout.place
-            bowl_body = model.body(main_body(BOWL)).id
+            bowl_body = model.body(main_body(TARGET)).id
             place_body = model.body(main_body(place)).id
             rotation = data.xmat[place_body].reshape(3, 3)
             offset = rotation.T @ (data.xpos[bowl_body] - data.xpos[place_body])

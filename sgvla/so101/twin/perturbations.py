@@ -1,0 +1,252 @@
+"""Task-conditioned perturbations of the SO101 twin's tasks, as data (the twin's counterpart of
+:mod:`sgvla.libero.perturbations`).
+
+A set is one YAML file in ``config/perturbations/so101_twin/`` (or any path)::
+
+    name: swapped_bowls
+    description: ...
+    tasks:
+      0:
+        prompt: pick up the black bowl and place it on the stove    # replaces the task's prompt
+        poses:                                                     # applied in order to the task's layout
+          - swap: [black_bowl_1, black_bowl_2]                     # exchange where two objects stand
+          - move: {object: red_drawer, by: [0.0, -0.04]}           # shift a table object (what stands on it follows)
+        add: {white_plate: [0.33, 0.0]}                            # an object of the twin's set, on the table at x, y
+        remove: [cookie]                                           # an object that is no goal and supports nothing
+
+Unlike LIBERO's, which act on the simulator's state after its reset, these act on the task's layout before the
+scene is built: the twin builds each task's scene from its layout, so a perturbed task is just another layout,
+and the seeded position noise of the reset applies to it as to any task. Files are checked when loaded, against
+the twin's tasks: unknown keys, tasks and objects, a prompt that no longer names the bowl or the place object,
+removing the target, the place object or a support, and the layout each task ends up with (objects apart by
+twice the position noise, on the table, the goal not already holding), each error naming the file and the task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sgvla.paths import CONFIG_DIR
+from sgvla.so101.twin.config import OBJECTS, TARGET, TaskLayout, TwinConfig, load_twin_config
+
+PERTURBATION_DIR = CONFIG_DIR / "perturbations" / "so101_twin"
+NONE = "none"  # the tasks as configured
+
+_SET_KEYS = {"name", "description", "tasks"}
+_TASK_KEYS = {"prompt", "poses", "add", "remove"}
+
+
+class PerturbationError(ValueError):
+    """A perturbation file or operation that would break its task."""
+
+
+@dataclass(frozen=True)
+class Swap:
+    """Exchange where two objects stand (on the table or on a support); what stands on them follows."""
+
+    a: str
+    b: str
+
+
+@dataclass(frozen=True)
+class Move:
+    """Shift a table object by ``by`` (x, y metres); what stands on it follows."""
+
+    object: str
+    by: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class TaskPerturbation:
+    prompt: str | None = None
+    poses: tuple[Swap | Move, ...] = ()
+    add: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """A one-line summary for the episode record."""
+        parts = [f"prompt '{self.prompt}'"] if self.prompt else []
+        parts += [f"swap {op.a}<->{op.b}" if isinstance(op, Swap) else f"move {op.object} by {list(op.by)}"
+                  for op in self.poses]
+        parts += [f"add {name} at {list(xy)}" for name, xy in self.add.items()]
+        parts += [f"remove {','.join(self.remove)}"] if self.remove else []
+        return "; ".join(parts) or NONE
+
+    def apply(self, task: TaskLayout) -> TaskLayout:
+        """The perturbed layout (checked by TaskLayout itself; the caller checks it against the twin config)."""
+        layout = {n: list(xy) for n, xy in task.layout.items()}
+        on = dict(task.stands_on)
+        for name in self.remove:
+            layout.pop(name, None)
+            on.pop(name, None)
+        for op in self.poses:
+            if isinstance(op, Move):
+                if op.object not in layout:
+                    raise ValueError(f"{op.object!r} stands on {on[op.object]!r} when it is moved; move its support")
+                x, y = layout[op.object]
+                layout[op.object] = [round(x + op.by[0], 6), round(y + op.by[1], 6)]
+                continue
+            where = {n: ("on", on[n]) if n in on else ("at", layout[n]) for n in (op.a, op.b)}
+            for name, other in ((op.a, op.b), (op.b, op.a)):
+                layout.pop(name, None)
+                on.pop(name, None)
+                kind, value = where[other]
+                (on if kind == "on" else layout)[name] = value
+        for name, xy in self.add.items():
+            layout[name] = list(xy)
+        return TaskLayout(self.prompt or task.prompt, task.place, layout, on)
+
+
+@dataclass(frozen=True, eq=False)
+class TwinPerturbations:
+    name: str
+    description: str = ""
+    tasks: Mapping[int, TaskPerturbation] = field(default_factory=dict)
+    source: str = "<code>"
+
+    def for_task(self, task_id: int) -> TaskPerturbation:
+        return self.tasks.get(task_id, TaskPerturbation())
+
+    def layout(self, config: TwinConfig, task_id: int) -> TaskLayout:
+        """Task ``task_id`` of ``config`` as this set leaves it."""
+        return checked_layout(config, task_id, self.for_task(task_id), f"{self.source}: task {task_id}")
+
+
+def checked_layout(config: TwinConfig, task_id: int, perturbation: TaskPerturbation, where: str) -> TaskLayout:
+    try:
+        layout = perturbation.apply(config.task(task_id))
+        config.check_layout(layout, "the perturbed layout")
+    except ValueError as exc:
+        raise PerturbationError(f"{where}: {exc}") from None
+    return layout
+
+
+def available_perturbations() -> list[str]:
+    return [NONE, *sorted(p.stem for p in PERTURBATION_DIR.glob("*.yaml"))]
+
+
+def load_perturbations(name_or_path: str | Path, config: TwinConfig | None = None) -> TwinPerturbations:
+    """``none``, ``config/perturbations/so101_twin/<name>.yaml`` or an explicit YAML path, checked against the
+    twin's tasks (``config``: the default twin config)."""
+    if str(name_or_path) == NONE:
+        return TwinPerturbations(NONE, "The twin's tasks as configured.")
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = PERTURBATION_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise FileNotFoundError(f"unknown so101_twin perturbation set {str(name_or_path)!r}; available: "
+                                    f"{available_perturbations()}")
+    if not path.is_file():
+        raise FileNotFoundError(f"perturbation file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise PerturbationError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_perturbations(data, config or load_twin_config(), source=str(path), default_name=path.stem)
+
+
+def parse_perturbations(data: Any, config: TwinConfig, source: str = "<data>",
+                        default_name: str = "perturbations") -> TwinPerturbations:
+    """Build and check a set from parsed YAML against the tasks of ``config``."""
+    def fail(where: str, msg: str) -> PerturbationError:
+        return PerturbationError(f"{source}: {where}: {msg}")
+
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise fail("top level", "must be a mapping")
+    unknown = sorted(set(data) - _SET_KEYS)
+    if unknown:
+        raise fail(f"key {unknown[0]!r}", f"unknown key; allowed: {sorted(_SET_KEYS)}")
+    tasks_data = data.get("tasks") or {}
+    if not isinstance(tasks_data, dict):
+        raise fail("key 'tasks'", "must map task ids to perturbations")
+    valid = list(range(len(config.tasks)))
+    tasks = {}
+    for raw_id, entry in tasks_data.items():
+        if not isinstance(raw_id, int) or isinstance(raw_id, bool) or raw_id not in valid:
+            raise fail(f"task {raw_id!r}", f"unknown task id; valid ids are {valid}")
+        task = _parse_task(entry, config.task(raw_id), lambda key, msg, t=raw_id: fail(f"task {t}: key {key!r}", msg))
+        checked_layout(config, raw_id, task, f"{source}: task {raw_id}")
+        tasks[raw_id] = task
+    return TwinPerturbations(str(data.get("name", default_name)), str(data.get("description", "")), tasks, source)
+
+
+def _parse_task(entry: Any, task: TaskLayout, fail: Callable[[str, str], PerturbationError]) -> TaskPerturbation:
+    if not isinstance(entry, dict):
+        raise fail("task", "must be a mapping of perturbation keys")
+    unknown = sorted(set(entry) - _TASK_KEYS)
+    if unknown:
+        raise fail(unknown[0], f"unknown key; allowed: {sorted(_TASK_KEYS)}")
+
+    remove = entry.get("remove", [])
+    if not isinstance(remove, list) or not all(isinstance(n, str) for n in remove):
+        raise fail("remove", "must be a list of object names")
+    for name in remove:
+        if name not in task.objects:
+            raise fail("remove", f"{name!r} is not in this task's scene {list(task.objects)}")
+        if name in (TARGET, task.place):
+            raise fail("remove", f"{name!r} is a goal object (the target bowl or the place object)")
+        standing = [o for o, s in task.stands_on.items() if s == name and o not in remove]
+        if standing:
+            raise fail("remove", f"{standing} stand on {name!r}")
+    present = set(task.objects) - set(remove)
+
+    add = entry.get("add", {})
+    if not isinstance(add, dict):
+        raise fail("add", "must map object names to table positions [x, y]")
+    for name, xy in add.items():
+        if name not in OBJECTS:
+            raise fail("add", f"unknown object {name!r}; the twin's objects are {list(OBJECTS)}")
+        if name in present:
+            raise fail("add", f"{name!r} is already in this task's scene")
+        if not isinstance(xy, list) or len(xy) != 2 or not all(isinstance(v, int | float) for v in xy):
+            raise fail("add", f"the position of {name!r} must be [x, y], got {xy!r}")
+    present |= set(add)
+
+    prompt = entry.get("prompt")
+    if prompt is not None:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise fail("prompt", "must be a non-empty string")
+        noun = task.place.split("_")[-1]
+        for word in ("bowl", noun):
+            if word not in prompt.lower():
+                raise fail("prompt", f"does not mention {word!r}; the goal (a black bowl onto the {noun}) cannot "
+                                     "change")
+
+    poses = entry.get("poses") or []
+    if not isinstance(poses, list):
+        raise fail("poses", "must be a list of operations")
+    ops = tuple(_parse_op(op, present, fail) for op in poses)
+    return TaskPerturbation(prompt, ops, {n: (float(x), float(y)) for n, (x, y) in add.items()}, tuple(remove))
+
+
+def _parse_op(op: Any, present: set[str], fail: Callable[[str, str], PerturbationError]) -> Swap | Move:
+    def check(name: Any) -> str:
+        if name not in present:
+            raise fail("poses", f"{name!r} is not an object of this scene; it has {sorted(present)}")
+        return name
+
+    if isinstance(op, dict) and set(op) == {"swap"}:
+        pair = op["swap"]
+        if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
+            raise fail("poses", f"swap needs two different objects, got {pair!r}")
+        return Swap(check(pair[0]), check(pair[1]))
+    if isinstance(op, dict) and set(op) == {"move"} and isinstance(op["move"], dict):
+        move = op["move"]
+        if set(move) != {"object", "by"}:
+            raise fail("poses", f"move needs 'object' and 'by' [dx, dy], got keys {sorted(move)}")
+        name, by = check(move["object"]), move["by"]
+        if not isinstance(by, list) or len(by) != 2 or not all(isinstance(v, int | float) for v in by):
+            raise fail("poses", f"'by' must be [dx, dy] in metres, got {by!r}")
+        return Move(name, (float(by[0]), float(by[1])))
+    raise fail("poses", f"each operation is {{swap: [a, b]}} or {{move: {{object, by}}}}, got {op!r}")
+
+
+__all__ = ["NONE", "PerturbationError", "TaskPerturbation", "TwinPerturbations", "available_perturbations",
+           "load_perturbations", "parse_perturbations"]

@@ -1,0 +1,58 @@
+"""What the equivalence tests of `sgvla launch sim_eval` share (LIBERO's in test_sim_eval.py, the SO101 twin's in
+test_twin_sim_eval.py): domain ids, reading a recorded bag, and the comparison of the same plan run over topics
+and in process (records, every action bit for bit, each episode's last step)."""
+
+import json
+import os
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+TIMING = {"wall_time_s", "context_ms_per_step"}  # the only record fields allowed to differ
+
+
+class SimEvalTools:
+    TIMING = TIMING
+
+    @staticmethod
+    def domain_ids(n: int) -> list[int]:
+        base = os.getpid() * 13 + 50
+        return [1 + (base + i) % 101 for i in range(n)]
+
+    @staticmethod
+    def bag_messages(path) -> dict[str, list]:
+        from sgvla.nodegraph.bag import read_bag
+
+        by_topic = defaultdict(list)
+        for topic, _, msg in read_bag(path):
+            by_topic[topic].append(msg)
+        return by_topic
+
+    @staticmethod
+    def assert_same_episodes(expected: list[dict], got: list[dict], inproc, bag) -> None:
+        """The records over topics (`got`, the evaluator's episodes.jsonl) equal those in process (`expected`, from
+        tests/ros/inprocess_episodes.py, whose `inproc` arrays hold each episode's actions) but for timing; the
+        actions on the `action` topic are the in-process ones bit for bit, and the last `sim/status` of each
+        episode says its steps and success."""
+        expected = json.loads(json.dumps(expected))  # as the JSONL file holds them
+        assert [(r["task_id"], r["seed"], r["mode"], r["policy"]) for r in got] == [
+            (r["task_id"], r["seed"], r["mode"], r["policy"]) for r in expected]
+        actions = defaultdict(dict)
+        for msg in bag["/action"]:
+            actions[msg.episode][msg.step] = np.asarray(msg.data, dtype=np.float64)
+        finals = {m.episode: m for m in bag["/sim/status"] if m.done}
+        for i, (want, have) in enumerate(zip(expected, got)):
+            episode = i + 1  # the evaluator numbers the plan's episodes from 1
+            assert set(have) == set(want), set(have) ^ set(want)
+            assert {k: v for k, v in have.items() if k not in TIMING} == {k: v for k, v in want.items()
+                                                                            if k not in TIMING}
+            sent = np.stack([actions[episode][s] for s in range(have["steps"])])
+            assert sent.tobytes() == inproc[f"actions_{i}"].tobytes(), f"episode {episode}: actions differ"
+            final = finals[episode]
+            assert final.step == have["steps"] and final.success == have["success"]
+
+
+@pytest.fixture(scope="session")
+def sim_eval() -> type[SimEvalTools]:
+    return SimEvalTools

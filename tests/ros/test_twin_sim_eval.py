@@ -1,0 +1,73 @@
+"""Equivalence on the SO101 twin: its evaluation over topics (`sgvla launch sim_eval` with an so101_twin plan: the
+sim_bridge node builds the twin from the reset's suite, task, perturbation and seed, and judges success on the
+target bowl; the policy node drives the twin's pick-and-place from the scene topic) gives the same records and
+actions as `sgvla eval` in process, for the same seeds, unattended. The plan is one where the graph matters: the
+ambiguous prompt, where the standard prompt takes the wrong bowl in task 1 and the graph finds the target."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from sgvla.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(900)]
+
+PLAN = {"name": "twin_equivalence", "suite": {"type": "so101_twin", "image_size": 64},
+        "policies": [{"type": "prompt_grounded"}], "tasks": [1, 3], "perturbations": "ambiguous_prompt",
+        "modes": ["standard", "scene_graph"], "episodes": 1, "seed_offset": 2, "max_steps": 200, "workers": 1}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, sim_eval):
+    """The plan over topics (recorded) and in process, at once."""
+    tmp = tmp_path_factory.mktemp("twin_equivalence")
+    config = tmp / "plan.yaml"
+    config.write_text(yaml.safe_dump({**PLAN, "output_dir": str(tmp / "inprocess")}))
+    env = {**os.environ, "MUJOCO_GL": "egl"}
+    pipes = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    procs = {
+        "topics": subprocess.Popen([sys.executable, "-m", "sgvla.cli", "launch", "sim_eval", f"eval_config={config}",
+                                    f"output_dir={tmp / 'topics'}", "render_images=false", "--record",
+                                    str(tmp / "bag"), "--domain-id", str(sim_eval.domain_ids(3)[2])], **pipes),
+        "inprocess": subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
+                                       str(tmp / "inprocess.npz")], **pipes),
+    }
+    logs = {}
+    try:
+        for name, proc in procs.items():
+            logs[name], _ = proc.communicate(timeout=800)
+    finally:
+        for proc in procs.values():  # each run is a process group: the launch's nodes go with it
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    for name, proc in procs.items():
+        assert proc.returncode == 0, f"{name}:\n{logs[name][-6000:]}"
+    return tmp, np.load(tmp / "inprocess.npz"), logs
+
+
+def test_twin_over_topics_and_in_process_give_identical_episodes(runs, sim_eval):
+    tmp, inproc, logs = runs
+    expected = json.loads(str(inproc["records"]))
+    got = [json.loads(line) for line in (tmp / "topics" / "episodes.jsonl").read_text().splitlines()]
+    assert len(expected) == len(got) == 4
+    bag = sim_eval.bag_messages(tmp / "bag")
+    sim_eval.assert_same_episodes(expected, got, inproc, bag)
+    # Reset with the episode's seed and perturbation: the ambiguous prompt reached the twin's task topic.
+    assert {m.data for m in bag["/task"]} == {"pick up the black bowl and place it on the stove",
+                                              "pick up the black bowl and place it on the cookie box"}
+    outcome = {(r["task_id"], r["mode"]): (r["success"], r["decision_target"], r["steps"]) for r in got}
+    assert all(r["seed"] == 2 and r["perturbation_applied"].startswith("prompt 'pick up the black bowl and place")
+               for r in got)
+    # Task 1: the standard prompt takes the nearer, wrong bowl and the episode runs to its limit; the graph finds
+    # the target. Task 3: the nearer bowl is the target, and both modes succeed.
+    assert outcome[1, "standard"] == (False, "black_bowl_2", 200)
+    assert outcome[1, "scene_graph"][:2] == (True, "black_bowl_1")
+    assert outcome[3, "standard"][:2] == outcome[3, "scene_graph"][:2] == (True, "black_bowl_1")
+    assert "table.md" in logs["topics"] or (tmp / "topics" / "table.md").is_file()
