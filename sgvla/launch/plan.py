@@ -112,7 +112,7 @@ TOPICS = (
 
 
 NODE_ROLES = {
-    "sim_bridge": "owns a simulated suite's backend (LIBERO; from the reset's registered suite): robot state, "
+    "sim_bridge": "owns a simulated suite's backend (LIBERO, the SO101 twin; from the reset's registered suite): robot state, "
                   "images, clock, step status, the privileged scene; steps on actions (lock-step or free-running); "
                   "serves reset_episode",
     "scene_graph": "live ground-truth graph per camera from the scene; serialized context; overlays",
