@@ -30,17 +30,17 @@ seed, so a seed always gives the same scene.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import mujoco
 import numpy as np
-import yaml
 
-from sgvla.paths import CONFIG_DIR
+from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
 from sgvla.libero.bddl import BddlProblem
+from sgvla.paths import CONFIG_DIR
 from sgvla.sim.mujoco_state import JointSlice, ObjectIndex, free_joint, object_positions
 
 PERTURBATION_DIR = CONFIG_DIR / "perturbations"
@@ -51,10 +51,6 @@ ROBOT_JOINT_PREFIXES = ("robot0_", "gripper0_")
 
 _SET_KEYS = {"name", "description", "subject_filter", "tasks"}
 _TASK_KEYS = {"remove", "prompt", "cameras", "poses", "settle_steps"}
-
-
-class PerturbationError(ValueError):
-    """A perturbation file or operation that would break its task."""
 
 
 @dataclass(frozen=True)
@@ -115,17 +111,7 @@ def load_perturbations(name_or_path: str | Path) -> PerturbationSet:
     """``config/perturbations/<name>.yaml`` or an explicit YAML path, validated against LIBERO-Spatial."""
     from sgvla.libero.tasks import num_tasks, task_info
 
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = PERTURBATION_DIR / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise FileNotFoundError(f"unknown perturbation set {str(name_or_path)!r}; available: {available_perturbations()}")
-    if not path.is_file():
-        raise FileNotFoundError(f"perturbation file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise PerturbationError(f"{path}: not valid YAML: {exc}") from exc
+    data, path = read_set(name_or_path, PERTURBATION_DIR, available_perturbations())
     problems = {i: task_info(i).problem for i in range(num_tasks())}
     return parse_perturbations(data, problems, source=str(path), default_name=path.stem)
 
@@ -133,38 +119,18 @@ def load_perturbations(name_or_path: str | Path) -> PerturbationSet:
 def parse_perturbations(data: Any, problems: Mapping[int, BddlProblem], source: str = "<data>",
                         default_name: str = "perturbations") -> PerturbationSet:
     """Build and validate a set from parsed YAML; ``problems`` maps task ids to their task files."""
-    def fail(where: str, msg: str) -> PerturbationError:
-        return PerturbationError(f"{source}: {where}: {msg}")
-
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise fail("top level", "must be a mapping")
-    unknown = sorted(set(data) - _SET_KEYS)
-    if unknown:
-        raise fail(f"key {unknown[0]!r}", f"unknown key; allowed: {sorted(_SET_KEYS)}")
-    subject = data.get("subject_filter")
+    checked = parse_set(data, _SET_KEYS, problems, source)
+    subject = checked.data.get("subject_filter")
     if subject is not None:
         missing = [t for t, p in problems.items() if subject not in p.entities]
         if not isinstance(subject, str) or missing:
-            raise fail("key 'subject_filter'", f"{subject!r} is not an object of task(s) {missing}")
-    tasks_data = data.get("tasks") or {}
-    if not isinstance(tasks_data, dict):
-        raise fail("key 'tasks'", "must map task ids to perturbations")
-    tasks = {}
-    for raw_id, entry in tasks_data.items():
-        if not isinstance(raw_id, int) or raw_id not in problems:
-            raise fail(f"task {raw_id!r}", f"unknown task id; valid ids are {sorted(problems)}")
-        tasks[raw_id] = _parse_task(entry, problems[raw_id], lambda key, msg, t=raw_id: fail(f"task {t}: key {key!r}", msg))
-    return PerturbationSet(str(data.get("name", default_name)), str(data.get("description", "")), subject, tasks, source)
+            raise checked.fail("key 'subject_filter'", f"{subject!r} is not an object of task(s) {missing}")
+    tasks = {t: _parse_task(entry, problems[t], checked.task_fail(t)) for t, entry in checked.tasks.items()}
+    return PerturbationSet(checked.name(default_name), checked.description, subject, tasks, source)
 
 
-def _parse_task(entry: Any, problem: BddlProblem, fail: Callable[[str, str], PerturbationError]) -> TaskPerturbation:
-    if not isinstance(entry, dict):
-        raise fail("task", "must be a mapping of perturbation keys")
-    unknown = sorted(set(entry) - _TASK_KEYS)
-    if unknown:
-        raise fail(unknown[0], f"unknown key; allowed: {sorted(_TASK_KEYS)}")
+def _parse_task(entry: Any, problem: BddlProblem, fail: Fail) -> TaskPerturbation:
+    check_task_keys(entry, _TASK_KEYS, fail)
     remove = _names(entry.get("remove", []), "remove", fail)
     removed = set(remove)
     for name in remove:
@@ -206,19 +172,19 @@ def _parse_task(entry: Any, problem: BddlProblem, fail: Callable[[str, str], Per
     return TaskPerturbation(tuple(remove), prompt, tuple(cameras) if cameras else None, poses, settle)  # type: ignore[arg-type]
 
 
-def _names(value: Any, key: str, fail: Callable[[str, str], PerturbationError]) -> list[str]:
+def _names(value: Any, key: str, fail: Fail) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise fail(key, "must be a list of object names")
     return value
 
 
-def _vector(value: Any, key: str, fail: Callable[[str, str], PerturbationError]) -> tuple[float, float, float]:
+def _vector(value: Any, key: str, fail: Fail) -> tuple[float, float, float]:
     if not isinstance(value, list) or len(value) != 3 or not all(isinstance(v, int | float) for v in value):
         raise fail(key, f"must be three numbers [x, y, z], got {value!r}")
     return tuple(float(v) for v in value)  # type: ignore[return-value]
 
 
-def _parse_op(op: Any, movable: set[str], fail: Callable[[str, str], PerturbationError]) -> PoseOp:
+def _parse_op(op: Any, movable: set[str], fail: Fail) -> PoseOp:
     def check(name: Any) -> str:
         if name not in movable:
             raise fail("poses", f"{name!r} is not a movable object of this scene; movable: {sorted(movable)}")

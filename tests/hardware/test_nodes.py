@@ -97,10 +97,12 @@ def test_teleoperation_safety_and_fault_through_the_nodes(tmp_path, rig, ros_env
         assert seen["last"]["follower"] and seen["last"]["leader"], (seen, stop(arm), stop(leader))
         names, follower = seen["last"]["follower"]
         assert names == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
-        # Radians: the follower swings with the leader's +-20 degrees (0.35 rad) over the 1.5 s watched.
+        # Radians: the follower swings with the leader's +-20 degrees (0.35 rad) over the 1.5 s watched. It trails
+        # the leader by its bounded motion per tick (more ticks behind on a loaded machine, so a smaller span in the
+        # window), but never swings wider than the goals it was given.
         assert max(abs(p) for p in follower[:5]) < 0.4
         for follower_span, leader_span in zip(seen["spans"]["follower"][:5], seen["spans"]["leader"][:5], strict=True):
-            assert 0.3 < follower_span < 0.75 and follower_span == pytest.approx(leader_span, abs=0.15)
+            assert 0.3 < follower_span < 0.75 and 0.5 * leader_span < follower_span < leader_span + 0.1
 
         stop(leader)  # the command stream ends: the follower must hold where it is
         time.sleep(1.5)

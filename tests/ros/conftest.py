@@ -4,6 +4,8 @@ and in process (records, every action bit for bit, each episode's last step)."""
 
 import json
 import os
+import signal
+import subprocess
 from collections import defaultdict
 
 import numpy as np
@@ -19,6 +21,25 @@ class SimEvalTools:
     def domain_ids(n: int) -> list[int]:
         base = os.getpid() * 13 + 50
         return [1 + (base + i) % 101 for i in range(n)]
+
+    @staticmethod
+    def run_together(commands: dict[str, list[str]], env: dict, timeout_s: float) -> dict[str, str]:
+        """Start every command at once (each a process group of its own), wait for all, return their output by
+        name; a command still running when the wait ends (a timeout, a failed test) is killed with its group."""
+        pipes = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        procs = {name: subprocess.Popen(cmd, **pipes) for name, cmd in commands.items()}
+        logs = {}
+        try:
+            for name, proc in procs.items():
+                logs[name], _ = proc.communicate(timeout=timeout_s)
+        finally:
+            for proc in procs.values():  # the launch's nodes go with their group
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        for name, proc in procs.items():
+            assert proc.returncode == 0, f"{name}:\n{logs[name][-6000:]}"
+        return logs
 
     @staticmethod
     def bag_messages(path) -> dict[str, list]:

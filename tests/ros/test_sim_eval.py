@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -50,27 +49,14 @@ def runs(tmp_path_factory, sim_eval):
     short_launch = [*launch, f"eval_config={short}", "--record", str(tmp / "short_bag"), "--single-process",
                     "--domain-id", str(d2)]
     t0 = time.monotonic()
-    pipes = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    procs = {
-        "topics": subprocess.Popen([*prefix, *launch, f"eval_config={config}", f"output_dir={tmp / 'topics'}",
-                                    "render_images=false", "--record", str(tmp / "bag"), "--domain-id", str(d1)],
-                                   **pipes),
-        "short": subprocess.Popen(["bash", "-c", f"{shlex.join(build_act)} && {shlex.join(short_launch)}"], **pipes),
-        "inprocess": subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
-                                       str(tmp / "inprocess.npz")], **pipes),
-    }
-    logs = {}
-    try:
-        for name, proc in procs.items():
-            logs[name], _ = proc.communicate(timeout=900)
-    finally:
-        for proc in procs.values():  # each run is a process group: the launch's nodes go with it
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    logs = sim_eval.run_together({
+        "topics": [*prefix, *launch, f"eval_config={config}", f"output_dir={tmp / 'topics'}", "render_images=false",
+                   "--record", str(tmp / "bag"), "--domain-id", str(d1)],
+        "short": ["bash", "-c", f"{shlex.join(build_act)} && {shlex.join(short_launch)}"],
+        "inprocess": [sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
+                      str(tmp / "inprocess.npz")],
+    }, env, timeout_s=900)
     print(f"three runs: {time.monotonic() - t0:.0f} s")
-    for name, proc in procs.items():
-        assert proc.returncode == 0, f"{name}:\n{logs[name][-6000:]}"
     return tmp, np.load(tmp / "inprocess.npz"), logs
 
 

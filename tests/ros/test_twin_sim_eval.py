@@ -6,8 +6,6 @@ ambiguous prompt, where the standard prompt takes the wrong bowl in task 1 and t
 
 import json
 import os
-import signal
-import subprocess
 import sys
 
 import numpy as np
@@ -30,25 +28,13 @@ def runs(tmp_path_factory, sim_eval):
     config = tmp / "plan.yaml"
     config.write_text(yaml.safe_dump({**PLAN, "output_dir": str(tmp / "inprocess")}))
     env = {**os.environ, "MUJOCO_GL": "egl"}
-    pipes = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    procs = {
-        "topics": subprocess.Popen([sys.executable, "-m", "sgvla.cli", "launch", "sim_eval", f"eval_config={config}",
-                                    f"output_dir={tmp / 'topics'}", "render_images=false", "--record",
-                                    str(tmp / "bag"), "--domain-id", str(sim_eval.domain_ids(3)[2])], **pipes),
-        "inprocess": subprocess.Popen([sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
-                                       str(tmp / "inprocess.npz")], **pipes),
-    }
-    logs = {}
-    try:
-        for name, proc in procs.items():
-            logs[name], _ = proc.communicate(timeout=800)
-    finally:
-        for proc in procs.values():  # each run is a process group: the launch's nodes go with it
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    for name, proc in procs.items():
-        assert proc.returncode == 0, f"{name}:\n{logs[name][-6000:]}"
+    logs = sim_eval.run_together({
+        "topics": [sys.executable, "-m", "sgvla.cli", "launch", "sim_eval", f"eval_config={config}",
+                   f"output_dir={tmp / 'topics'}", "render_images=false", "--record", str(tmp / "bag"),
+                   "--domain-id", str(sim_eval.domain_ids(3)[2])],
+        "inprocess": [sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
+                      str(tmp / "inprocess.npz")],
+    }, env, timeout_s=800)
     return tmp, np.load(tmp / "inprocess.npz"), logs
 
 

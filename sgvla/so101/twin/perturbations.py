@@ -24,13 +24,13 @@ twice the position noise, on the table, the goal not already holding), each erro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
+from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
 from sgvla.paths import CONFIG_DIR
 from sgvla.so101.twin.config import OBJECTS, TARGET, TaskLayout, TwinConfig, load_twin_config
 
@@ -39,10 +39,6 @@ NONE = "none"  # the tasks as configured
 
 _SET_KEYS = {"name", "description", "tasks"}
 _TASK_KEYS = {"prompt", "poses", "add", "remove"}
-
-
-class PerturbationError(ValueError):
-    """A perturbation file or operation that would break its task."""
 
 
 @dataclass(frozen=True)
@@ -135,54 +131,23 @@ def load_perturbations(name_or_path: str | Path, config: TwinConfig | None = Non
     twin's tasks (``config``: the default twin config)."""
     if str(name_or_path) == NONE:
         return TwinPerturbations(NONE, "The twin's tasks as configured.")
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = PERTURBATION_DIR / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise FileNotFoundError(f"unknown so101_twin perturbation set {str(name_or_path)!r}; available: "
-                                    f"{available_perturbations()}")
-    if not path.is_file():
-        raise FileNotFoundError(f"perturbation file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise PerturbationError(f"{path}: not valid YAML: {exc}") from exc
+    data, path = read_set(name_or_path, PERTURBATION_DIR, available_perturbations(), "so101_twin perturbation set")
     return parse_perturbations(data, config or load_twin_config(), source=str(path), default_name=path.stem)
 
 
 def parse_perturbations(data: Any, config: TwinConfig, source: str = "<data>",
                         default_name: str = "perturbations") -> TwinPerturbations:
     """Build and check a set from parsed YAML against the tasks of ``config``."""
-    def fail(where: str, msg: str) -> PerturbationError:
-        return PerturbationError(f"{source}: {where}: {msg}")
-
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise fail("top level", "must be a mapping")
-    unknown = sorted(set(data) - _SET_KEYS)
-    if unknown:
-        raise fail(f"key {unknown[0]!r}", f"unknown key; allowed: {sorted(_SET_KEYS)}")
-    tasks_data = data.get("tasks") or {}
-    if not isinstance(tasks_data, dict):
-        raise fail("key 'tasks'", "must map task ids to perturbations")
-    valid = list(range(len(config.tasks)))
+    checked = parse_set(data, _SET_KEYS, range(len(config.tasks)), source)
     tasks = {}
-    for raw_id, entry in tasks_data.items():
-        if not isinstance(raw_id, int) or isinstance(raw_id, bool) or raw_id not in valid:
-            raise fail(f"task {raw_id!r}", f"unknown task id; valid ids are {valid}")
-        task = _parse_task(entry, config.task(raw_id), lambda key, msg, t=raw_id: fail(f"task {t}: key {key!r}", msg))
-        checked_layout(config, raw_id, task, f"{source}: task {raw_id}")
-        tasks[raw_id] = task
-    return TwinPerturbations(str(data.get("name", default_name)), str(data.get("description", "")), tasks, source)
+    for task_id, entry in checked.tasks.items():
+        tasks[task_id] = _parse_task(entry, config.task(task_id), checked.task_fail(task_id))
+        checked_layout(config, task_id, tasks[task_id], f"{source}: task {task_id}")
+    return TwinPerturbations(checked.name(default_name), checked.description, tasks, source)
 
 
-def _parse_task(entry: Any, task: TaskLayout, fail: Callable[[str, str], PerturbationError]) -> TaskPerturbation:
-    if not isinstance(entry, dict):
-        raise fail("task", "must be a mapping of perturbation keys")
-    unknown = sorted(set(entry) - _TASK_KEYS)
-    if unknown:
-        raise fail(unknown[0], f"unknown key; allowed: {sorted(_TASK_KEYS)}")
+def _parse_task(entry: Any, task: TaskLayout, fail: Fail) -> TaskPerturbation:
+    check_task_keys(entry, _TASK_KEYS, fail)
 
     remove = entry.get("remove", [])
     if not isinstance(remove, list) or not all(isinstance(n, str) for n in remove):
@@ -226,7 +191,7 @@ def _parse_task(entry: Any, task: TaskLayout, fail: Callable[[str, str], Perturb
     return TaskPerturbation(prompt, ops, {n: (float(x), float(y)) for n, (x, y) in add.items()}, tuple(remove))
 
 
-def _parse_op(op: Any, present: set[str], fail: Callable[[str, str], PerturbationError]) -> Swap | Move:
+def _parse_op(op: Any, present: set[str], fail: Fail) -> Swap | Move:
     def check(name: Any) -> str:
         if name not in present:
             raise fail("poses", f"{name!r} is not an object of this scene; it has {sorted(present)}")
