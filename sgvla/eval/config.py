@@ -63,6 +63,10 @@ class EvalConfig:
     # retry_later records it as an infrastructure failure and goes on (the next run of the plan retries it);
     # stop records it and ends the run.
     on_infra_failure: Literal["retry_later", "stop"] = "retry_later"
+    # Episode order: matched (every mode of a (task, seed) back to back, in the plan's mode order) or
+    # counterbalanced (the same blocks, the modes' order in each block seeded ABBA: sgvla.eval.order), which a
+    # run on a physical arm wants so that drift over the day does not favour one mode.
+    order: Literal["matched", "counterbalanced"] = "matched"
 
     def __post_init__(self):
         for key in ("modes", "tasks", "policies"):

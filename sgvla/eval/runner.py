@@ -39,6 +39,7 @@ from sgvla.core.context import ContextMode  # noqa: E402
 from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure  # noqa: E402
 from sgvla.eval.config import EvalConfig  # noqa: E402
 from sgvla.eval.loop import run_episode  # noqa: E402
+from sgvla.eval.order import counterbalanced  # noqa: E402
 from sgvla.eval.results import INFRA_FAILURES  # noqa: E402
 from sgvla.eval.run_dir import RunDir  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
@@ -52,9 +53,11 @@ class WorkerSetupError(RuntimeError):
 
 
 def plan(cfg: EvalConfig) -> list[EpisodeKey]:
-    """Matched order: for each task and seed, every mode and policy back to back."""
-    return [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
+    """Matched order: for each task and seed, every mode and policy back to back; with `order: counterbalanced`
+    the modes of each such block in a seeded ABBA order (`sgvla.eval.order`)."""
+    keys = [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
             for task in cfg.tasks for seed in cfg.seeds for mode in cfg.modes for p in cfg.policies]
+    return counterbalanced(keys, cfg.modes, cfg.seed_offset) if cfg.order == "counterbalanced" else keys
 
 
 class Worker:
