@@ -45,7 +45,7 @@ from sgvla.eval.run_dir import RunDir  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
 
 log = logging.getLogger(__name__)
-__all__ = ["plan", "run_plan", "validate", "Worker"]
+__all__ = ["check_in_process", "plan", "run_plan", "validate", "Worker"]
 
 
 class WorkerSetupError(RuntimeError):
@@ -162,6 +162,13 @@ def _run_in_worker(episode: EpisodeKey) -> dict:
     return _worker.run(episode)
 
 
+def check_in_process(cfg: EvalConfig) -> None:
+    """Fail unless the plan's suite can run in this process (a physical arm's suite runs over its topics)."""
+    if not cfg.suite.in_process:
+        raise ValueError(f"the {cfg.suite.type} suite runs over the robot's topics, not in process: "
+                         "`sgvla launch so101_eval eval_config=...`")
+
+
 def validate(cfg: EvalConfig) -> None:
     """Fail before the first episode on what the config alone cannot tell: the VLM client (its file, its API
     key, the cameras it needs)."""
@@ -271,6 +278,7 @@ def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool]) 
 
 def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> RunSummary:
     """Run what is missing of the plan (see the module docstring)."""
+    check_in_process(cfg)
     with RunDir.open(cfg, new_run=new_run) as run:
         results, infra = run.results, run.infra
         keys = {k: k for k in plan(cfg)}
