@@ -154,7 +154,7 @@ class ArmPolicy(Node):
         period = 1.0 / suite.control_rate_hz
         timings = {}
         started = time.monotonic()
-        error = await self.home(suite, period)
+        start_error, error = await self.home(suite, period)
         timings["home"] = time.monotonic() - started
 
         prompt, perturbation = suite.scene_card(key.task_id, key.perturbation)
@@ -193,7 +193,7 @@ class ArmPolicy(Node):
             await self.sleep(0.05)
         verdict = self.verdicts.popleft()
         timings["verdict_wait"] = time.monotonic() - t
-        record = engine.record(perturbation_applied=perturbation,
+        record = engine.record(perturbation_applied=perturbation, home_start_error_deg=round(start_error, 3),
                                **verdict_facts(verdict, stopped_by, error, timings))
         record.success = verdict.success
         note = f": {verdict.note}" if verdict.note else ""
@@ -208,9 +208,11 @@ class ArmPolicy(Node):
         raw = {"agent_pos": np.array([positions[j] for j in JOINTS], dtype=np.float64)}
         return Observation({}, {}, raw, prompt)
 
-    async def home(self, suite, period: float) -> float:
-        """Drive to the home pose at bounded speed; the remaining error (degrees) once within tolerance."""
+    async def home(self, suite, period: float) -> tuple[float, float]:
+        """Drive to the home pose at bounded speed; (the error it started from, the error once within tolerance),
+        degrees: the largest joint's."""
         deadline = time.monotonic() + suite.home_timeout_s
+        start_error = None
         while True:
             try:
                 present = self.present()
@@ -220,8 +222,9 @@ class ArmPolicy(Node):
                 await self.sleep(0.05)
                 continue
             error = home_error(suite.home, present)
+            start_error = error if start_error is None else start_error
             if error <= suite.home_tolerance_deg:
-                return error
+                return start_error, error
             if time.monotonic() > deadline:
                 raise InfrastructureFailure(f"home pose not reached within home_timeout_s={suite.home_timeout_s:g} "
                                             f"(largest joint error {error:.1f} deg)")
