@@ -58,7 +58,10 @@ def on_line(msg):
     send()
 node.create_subscription(String, "eval/operator", on_line, QOS["latched"])
 node.create_timer(0.02, send)
-rclpy.spin(node)
+try:
+    rclpy.spin(node)
+except KeyboardInterrupt:  # the test's Ctrl-C: the end
+    pass
 """
 
 SCRIPT = [  # the plan's four episodes, in order: one invalid and redone, one killed while its verdict is awaited
