@@ -14,9 +14,14 @@ nothing judges success, so an episode is the operator's protocol (`sgvla.so101.h
 4. the operator's verdict on `eval/verdict`: ``success|failure|invalid [note]``. The record (verdict, its source,
    note, home-pose error, the phases' durations) is the action's result; an invalid one is redone by the evaluator.
 
-Operator text that is neither is refused on `eval/operator` with what is valid, and waited for again.
+The keyboard: when the node's stdin is a terminal (`sgvla launch so101_eval` in a terminal hands it on; `ros2
+launch` gives nodes none) and `keyboard` is true, lines typed there count as well: Enter (or start) confirms,
+stop stops, anything else is a verdict (its source: keyboard). Operator text that is none of these is refused on
+`eval/operator` with what is valid, and waited for again.
 """
 
+import sys
+import threading
 import time
 from collections import deque
 
@@ -44,6 +49,7 @@ from sgvla.so101.hardware.protocol import (
     home_error,
     home_goal,
     parse_confirm,
+    parse_keyboard,
     parse_verdict,
     scene_card,
     verdict_facts,
@@ -59,6 +65,7 @@ class ArmPolicy(Node):
         super().__init__("arm_policy", **kwargs)
         self.declare_parameter("config", "so101")  # rig: its safety limits bound the home goals too
         self.declare_parameter("joint_timeout_s", 5.0)  # no joint state for this long: an infrastructure failure
+        self.declare_parameter("keyboard", True)  # also read the operator's lines from stdin when it is a terminal
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         self.safety = load_hardware_config(param("config")).safety
         self.joint_timeout_s = float(param("joint_timeout_s"))
@@ -78,7 +85,12 @@ class ArmPolicy(Node):
                                    goal_callback=lambda _: GoalResponse.REJECT if self.busy else GoalResponse.ACCEPT,
                                    cancel_callback=lambda _: CancelResponse.ACCEPT,
                                    callback_group=ReentrantCallbackGroup())
-        self.get_logger().info("ready: episodes on the arm, operator on eval/operator, eval/confirm, eval/verdict")
+        keyboard = bool(param("keyboard")) and sys.stdin is not None and sys.stdin.isatty()
+        self.or_keys = " (or type it here)" if keyboard else ""
+        if keyboard:  # a daemon thread: a blocked read must not keep the process alive
+            threading.Thread(target=self.read_keyboard, name="operator_keyboard", daemon=True).start()
+        self.get_logger().info("ready: episodes on the arm, operator on eval/operator, eval/confirm, eval/verdict"
+                               + (" and this terminal" if keyboard else ""))
 
     # -- inputs -----------------------------------------------------------------------------------
 
@@ -97,6 +109,15 @@ class ArmPolicy(Node):
             self.verdicts.append(parse_verdict(msg.data, "topic"))
         except OperatorInputError as e:
             self.say(f"refused: {e}")
+
+    def read_keyboard(self) -> None:
+        for line in sys.stdin:
+            try:
+                kind, value = parse_keyboard(line)
+            except OperatorInputError as e:
+                self.say(f"refused: {e}")
+                continue
+            (self.confirms if kind == "confirm" else self.verdicts).append(value)
 
     def say(self, text: str) -> None:
         """A line for the operator: on eval/operator (latched) and in the log."""
@@ -161,13 +182,13 @@ class ArmPolicy(Node):
         self.confirms.clear()
         self.verdicts.clear()
         self.say(f"confirm {scene_card(goal.episode, key, prompt, perturbation, suite.blind)} -- set the scene, "
-                 "then publish start on eval/confirm")
+                 f"then publish start on eval/confirm{self.or_keys}")
         t = time.monotonic()
         while not (self.confirms and self.confirms.popleft() == "start"):
             await self.sleep(0.05)
         timings["confirm_wait"] = time.monotonic() - t
 
-        self.say(f"running episode {goal.episode} (stop: publish stop on eval/confirm)")
+        self.say(f"running episode {goal.episode} (stop: publish stop on eval/confirm{self.or_keys})")
         max_steps = int(goal.max_steps) or suite.max_steps
         engine = Episode(key, policy, ContextMode.choice(key.mode)(), NoGraph(), load_ontology(suite.ontology),
                          view=goal.view, max_steps=max_steps)
@@ -188,7 +209,7 @@ class ArmPolicy(Node):
 
         t = time.monotonic()
         self.say(f"verdict episode {goal.episode}: {engine.steps} steps ({stopped_by}); publish "
-                 "success|failure|invalid [note] on eval/verdict")
+                 f"success|failure|invalid [note] on eval/verdict{self.or_keys}")
         while not self.verdicts:
             await self.sleep(0.05)
         verdict = self.verdicts.popleft()

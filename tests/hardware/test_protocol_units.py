@@ -15,6 +15,7 @@ from sgvla.so101.hardware.protocol import (
     home_error,
     home_goal,
     parse_confirm,
+    parse_keyboard,
     parse_verdict,
     scene_card,
 )
@@ -32,6 +33,12 @@ def test_verdicts_and_confirmations_parse_or_say_what_is_valid():
     assert parse_confirm("") == "start" and parse_confirm("START") == "start" and parse_confirm("stop") == "stop"
     with pytest.raises(OperatorInputError, match="start .* stop"):
         parse_confirm("go on")
+    assert parse_keyboard("\n") == ("confirm", "start") and parse_keyboard("stop") == ("confirm", "stop")
+    kind, verdict = parse_keyboard("invalid scene was wrong\n")
+    assert kind == "verdict" and (verdict.outcome, verdict.note, verdict.source) == ("invalid", "scene was wrong",
+                                                                                     "keyboard")
+    with pytest.raises(OperatorInputError, match="verdict 'yes'"):
+        parse_keyboard("yes")
 
 
 def test_home_goals_move_at_most_the_bound_per_tick_and_stay_inside_the_limits():

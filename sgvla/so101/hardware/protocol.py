@@ -4,7 +4,8 @@ Per episode: the arm returns to the suite's home pose at bounded speed (`home_go
 `safe_goal` with the suite's `home_step_deg` as the per-tick bound, so the goal never runs ahead of the arm); the
 operator is shown the task and perturbation (`scene_card`; the context mode only when the plan is not `blind`),
 sets the scene and confirms; the policy runs until the time limit or an operator stop; the operator's verdict
-(`parse_verdict`: ``success|failure|invalid [note]``) is the result. An invalid verdict is no result: the episode is
+(`parse_verdict`: ``success|failure|invalid [note]``, on the eval/verdict topic or typed into the terminal of
+`sgvla launch`: `parse_keyboard`) is the result. An invalid verdict is no result: the episode is
 run again (the evaluator redoes it at once and logs the invalid attempt in infra_failures.jsonl with kind
 ``invalid``). Each record carries the verdict, its source, the operator's note, the home-pose error and the
 phases' durations (`verdict_facts`).
@@ -55,6 +56,14 @@ def parse_confirm(text: str) -> str:
         raise OperatorInputError(f"confirm {text.strip()!r}: expected start (or nothing) when the scene is set, "
                                  "stop to end the running episode")
     return word
+
+
+def parse_keyboard(text: str) -> tuple[str, str | Verdict]:
+    """A line typed into the operator's terminal: Enter or ``start`` / ``stop`` confirm or stop, as on eval/confirm;
+    anything else is a verdict, as on eval/verdict (its source: keyboard)."""
+    if text.strip().lower() in ("", *CONFIRM):
+        return "confirm", parse_confirm(text)
+    return "verdict", parse_verdict(text, "keyboard")
 
 
 def home_goal(home: Mapping[str, float], present: Mapping[str, float], safety: SafetyConfig,
