@@ -414,6 +414,9 @@ def _plan_suite(eval_config: Path) -> str:
     return str(suite.get("type", "libero_spatial")) if isinstance(suite, dict) else str(suite)
 
 
+OPERATOR_EPISODE_TIMEOUT_S = 12 * 3600.0  # an episode on the arm waits for its operator (a break, a long day)
+
+
 def _so101_eval(a: dict[str, str]) -> Plan:
     """sim=true: sim_eval's graph on the twin's plan; sim=false: the arm (and cameras), arm_policy and the evaluator,
     the plan an so101_hardware one. The evaluator is the main node either way."""
@@ -445,5 +448,6 @@ def _so101_eval(a: dict[str, str]) -> Plan:
         "output_dir": str(Path(a["output_dir"]).expanduser().absolute()) if a["output_dir"] else "",
         "wait_for_nodes": [n.name for n in nodes],
         "wait_for_subscribers": subscriber_counts(tuple(nodes), ("joint_commands", "joint_states"),
-                                                  SO101_EVAL_TOPICS)}))
+                                                  SO101_EVAL_TOPICS),
+        "episode_timeout_s": OPERATOR_EPISODE_TIMEOUT_S}))
     return Plan("so101_eval", a, resolve_data_path(params), tuple(nodes), {}, main="evaluator")

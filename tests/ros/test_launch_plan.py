@@ -284,6 +284,7 @@ def test_so101_eval_plans_the_arm_or_the_twin_and_documents_its_parameters():
     assert ev["config"].endswith("config/eval/so101_hardware.yaml") and ev["overrides"] == "tasks=[0]"
     assert ev["wait_for_nodes"] == ["so101_arm", "arm_policy"]
     assert ev["wait_for_subscribers"] == ["joint_states:1", "joint_commands:1"]
+    assert ev["episode_timeout_s"] == 12 * 3600.0  # the operator sets the pace
     twin = launch_plan("so101_eval", {"sim": "true"})
     assert [n.name for n in twin.nodes] == [n.name for n in launch_plan("sim_eval").nodes]  # sim_eval's graph
     assert twin.node("evaluator").parameters["config"].endswith("config/eval/so101_twin.yaml")
