@@ -7,7 +7,8 @@ import logging
 from collections import Counter
 
 from sgvla.cli.arguments import add_overrides_argument
-from sgvla.eval.runner import run_plan, validate  # at parse time: it picks headless rendering before MuJoCo loads
+# At parse time: it picks headless rendering before MuJoCo loads.
+from sgvla.eval.runner import check_in_process, run_plan, validate
 from sgvla.core.config import parse_items
 
 
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
             overrides["output_dir"] = args.out
         cfg = load_config(EvalConfig, args.config, overrides)
         validate(cfg)
+        check_in_process(cfg)
     except (ConfigError, ValueError, FileNotFoundError) as e:
         say(f"sgvla eval: {e}")
         return 2

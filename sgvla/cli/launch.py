@@ -19,7 +19,9 @@ LAUNCH_SYNTAX = ("Launch arguments are name=value items (`ros2 launch` writes na
 EXAMPLES = """examples:
   sgvla launch sim_eval eval_overrides='tasks=[0] episodes=1' stepping=free_running
   sgvla launch hardware sim=true teleop=leader record=~/data/twin episodes=5
-  sgvla launch hardware --table"""
+  sgvla launch hardware --table
+  sgvla launch so101_eval config=~/rig.yaml eval_config=config/eval/so101_hardware.yaml   # the arm, an operator
+  sgvla launch so101_eval sim=true eval_config=config/eval/so101_twin_ambiguous.yaml"""
 
 
 def launch_arguments(items: list[str]) -> dict[str, str]:
@@ -49,7 +51,8 @@ def _options(parser) -> None:
                                                                     "others are on it (your rviz, ros2 topic echo)")
     parser.add_argument("--record", metavar="FOLDER", help="the launch's record=FOLDER: sim_eval records every "
                                                             "topic into a new rosbag2 folder (MCAP); hardware records "
-                                                            "a LeRobot dataset (an existing one gains episodes)")
+                                                            "a LeRobot dataset (an existing one gains episodes); so101_eval: a rosbag2 "
+                                                            "folder")
     parser.add_argument("--single-process", action="store_true", help="all nodes in one process on one executor")
     parser.add_argument("--dry-run", action="store_true", help="print the nodes with their parameters and "
                                                                "remappings, start nothing")
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         if args.record:
             launch_args["record"] = args.record
         plan = launch_plan(args.name, launch_args)
-        if args.record and args.name == "sim_eval" and Path(args.record).exists():
+        if args.record and args.name in ("sim_eval", "so101_eval") and Path(args.record).exists():
             raise ValueError(f"--record {args.record}: exists; rosbag2 writes a new folder")
     except (ValueError, FileNotFoundError) as e:
         print(f"sgvla launch: {e}", file=sys.stderr)
@@ -145,7 +148,7 @@ def add_parser(sub) -> None:
                                          100, initial_indent="  ", subsequent_indent="    ") for n in names)
     description = textwrap.fill(
         "Start the nodes of launch/NAME.launch.py with real rclpy on a loopback-only DDS domain; returns the exit "
-        "code of the main node (sim_eval: the evaluator; hardware: the dataset_recorder when recording, else the arm "
+        "code of the main node (sim_eval, so101_eval: the evaluator; hardware: the dataset_recorder when recording, else the arm "
         "or twin). " + LAUNCH_SYNTAX, 100)
     p = sub.add_parser("launch", help="start a ROS 2 node graph here (what `ros2 launch sgvla_ros NAME.launch.py` "
                                       "starts)",

@@ -63,6 +63,10 @@ class EvalConfig:
     # retry_later records it as an infrastructure failure and goes on (the next run of the plan retries it);
     # stop records it and ends the run.
     on_infra_failure: Literal["retry_later", "stop"] = "retry_later"
+    # Episode order: matched (every mode of a (task, seed) back to back, in the plan's mode order) or
+    # counterbalanced (the same blocks, the modes' order in each block seeded ABBA: sgvla.eval.order), which a
+    # run on a physical arm wants so that drift over the day does not favour one mode.
+    order: Literal["matched", "counterbalanced"] = "matched"
 
     def __post_init__(self):
         for key in ("modes", "tasks", "policies"):
@@ -91,6 +95,16 @@ class EvalConfig:
         if self.graph_source.reads_images and not self.suite.image_graph_sources:
             raise ValueError(f"the {self.suite.type} suite cannot give the {self.graph_source.type} graph source "
                              "the images it reads yet; use graph_source=ground_truth")
+        if not self.suite.graph_modes:
+            graphed = [m for m in self.modes if ContextMode.choice(m).uses_graph]
+            if graphed:
+                raise ValueError(f"modes {graphed} read a live scene graph, which the {self.suite.type} suite has no "
+                                 "source of yet (no perception on the arm); use modes=[standard]")
+        if not self.suite.privileged_scene:
+            scened = [p.type for p in self.policies if p.needs_scene]
+            if scened:
+                raise ValueError(f"policies {scened} read the privileged scene (object positions), which the "
+                                 f"{self.suite.type} suite does not know; use a policy that reads joint states (hold)")
         learned = [p.type for p in self.policies if p.learned]
         if learned and not self.suite.learned_policies:
             raise ValueError(f"the {self.suite.type} suite runs scripted policies only; not supported: {learned}")

@@ -39,12 +39,13 @@ from sgvla.core.context import ContextMode  # noqa: E402
 from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure  # noqa: E402
 from sgvla.eval.config import EvalConfig  # noqa: E402
 from sgvla.eval.loop import run_episode  # noqa: E402
+from sgvla.eval.order import counterbalanced  # noqa: E402
 from sgvla.eval.results import INFRA_FAILURES  # noqa: E402
 from sgvla.eval.run_dir import RunDir  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
 
 log = logging.getLogger(__name__)
-__all__ = ["plan", "run_plan", "validate", "Worker"]
+__all__ = ["check_in_process", "plan", "run_plan", "validate", "Worker"]
 
 
 class WorkerSetupError(RuntimeError):
@@ -52,9 +53,11 @@ class WorkerSetupError(RuntimeError):
 
 
 def plan(cfg: EvalConfig) -> list[EpisodeKey]:
-    """Matched order: for each task and seed, every mode and policy back to back."""
-    return [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
+    """Matched order: for each task and seed, every mode and policy back to back; with `order: counterbalanced`
+    the modes of each such block in a seeded ABBA order (`sgvla.eval.order`)."""
+    keys = [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
             for task in cfg.tasks for seed in cfg.seeds for mode in cfg.modes for p in cfg.policies]
+    return counterbalanced(keys, cfg.modes, cfg.seed_offset) if cfg.order == "counterbalanced" else keys
 
 
 class Worker:
@@ -157,6 +160,13 @@ def _run_in_worker(episode: EpisodeKey) -> dict:
     if _worker is None:
         raise WorkerSetupError(_setup_error)
     return _worker.run(episode)
+
+
+def check_in_process(cfg: EvalConfig) -> None:
+    """Fail unless the plan's suite can run in this process (a physical arm's suite runs over its topics)."""
+    if not cfg.suite.in_process:
+        raise ValueError(f"the {cfg.suite.type} suite runs over the robot's topics, not in process: "
+                         "`sgvla launch so101_eval eval_config=...`")
 
 
 def validate(cfg: EvalConfig) -> None:
@@ -268,6 +278,7 @@ def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool]) 
 
 def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> RunSummary:
     """Run what is missing of the plan (see the module docstring)."""
+    check_in_process(cfg)
     with RunDir.open(cfg, new_run=new_run) as run:
         results, infra = run.results, run.infra
         keys = {k: k for k in plan(cfg)}

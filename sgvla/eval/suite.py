@@ -29,6 +29,9 @@ class SuiteConfig(Choice, kind="suite"):
     views: ClassVar[tuple[str, ...]] = ()  # cameras a plan may take the graph of
     learned_policies: ClassVar[bool] = True  # whether LeRobot checkpoints can act on it
     image_graph_sources: ClassVar[bool] = True  # whether graph sources that look at images (VLM) work on it
+    graph_modes: ClassVar[bool] = True  # whether a graph source can give it a live graph (modes that read one)
+    privileged_scene: ClassVar[bool] = True  # whether it knows where the objects are (policies that read the scene)
+    in_process: ClassVar[bool] = True  # whether `sgvla eval` can run it in process (a physical arm runs over topics)
 
     def perturbations(self) -> list[str] | None:
         """The perturbation names this suite understands; None: any file of config/perturbations."""

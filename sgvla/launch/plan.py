@@ -168,11 +168,46 @@ HARDWARE_NODE_ROLES = {
                         "LeRobot dataset (the layout of `sgvla record`); the launch ends when it is done",
 }
 
-LAUNCH_TOPICS = {"sim_eval": (TOPICS, NODE_ROLES), "hardware": (HARDWARE_TOPICS, HARDWARE_NODE_ROLES)}
+# The evaluation on the physical arm (`so101_eval`, sim=false): the arm, the rig's cameras, the operator's protocol.
+# With sim=true so101_eval is sim_eval's graph on the twin (TOPICS, NODE_ROLES).
+SO101_EVAL_TOPICS = (
+    Topic("joint_states", "sensor_msgs/msg/JointState", "sensor", "", ("so101_arm",), ("arm_policy",),
+          "follower joints (URDF names), radians, at the rig's control rate; arm_policy's robot state"),
+    Topic("joint_commands", "sensor_msgs/msg/JointState", "commands", "", ("arm_policy",), ("so101_arm",),
+          "the home pose's goals (at most home_step_deg per tick) and the policy's; clamped to the limits, at most "
+          "max_step per tick ahead, held after command_timeout_s without one"),
+    Topic("{camera}/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera",), (),
+          "rgb8 at the camera's fps (for recording; policies that read images come with learned SO101 policies)"),
+    Topic("{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame", ("camera",),
+          (), "intrinsics at the stream's resolution"),
+    Topic("eval/operator", "std_msgs/msg/String", "latched", "", ("arm_policy",), (),
+          "the operator's lines: `confirm episode N: <task, perturbation, policy, seed; the mode unless blind>`, "
+          "`running episode N`, `verdict episode N: ...`, `recorded episode N: ...`, refusals of bad input"),
+    Topic("eval/confirm", "std_msgs/msg/String", "reliable", "", (), ("arm_policy",),
+          "operator: `start` (or empty) once the scene is set; `stop` ends the running episode"),
+    Topic("eval/verdict", "std_msgs/msg/String", "reliable", "", (), ("arm_policy",),
+          "operator: `success|failure|invalid [note]`; invalid episodes are run again"),
+    Topic("eval/result", "sgvla_interfaces/msg/EpisodeRecord", "reliable", "", ("evaluator",), (),
+          "per finished episode: its record (the verdict, its source, note, home-pose error, timings in extra)"),
+    Topic("run_episode", "sgvla_interfaces/action/RunEpisode", "action", "", ("arm_policy",), ("evaluator",),
+          "action: goal = the episode spec, result = the episode's record"),
+)
+
+SO101_EVAL_NODE_ROLES = {
+    "so101_arm": HARDWARE_NODE_ROLES["so101_arm"],
+    "camera": "one rig camera (with cameras=true): image, camera_info",
+    "arm_policy": "serves run_episode on the arm: home pose at bounded speed, the operator's confirm, the episode "
+                  "engine at the control rate on joint states, the operator's verdict; returns the record",
+    "evaluator": NODE_ROLES["evaluator"] + " (counterbalanced order; invalid verdicts redone at once)",
+    "bag_recorder": NODE_ROLES["bag_recorder"],
+}
+
+LAUNCH_TOPICS = {"sim_eval": (TOPICS, NODE_ROLES), "hardware": (HARDWARE_TOPICS, HARDWARE_NODE_ROLES),
+                 "so101_eval": (SO101_EVAL_TOPICS, SO101_EVAL_NODE_ROLES)}
 
 
 def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand"), launch: str = "sim_eval") -> str:
-    """The README's Markdown tables: nodes, then topics with types, QoS and frame ids."""
+    """The README's Markdown tables: nodes, then topics with types, QoS and frame ids (so101_eval: on the arm)."""
     topics, roles = LAUNCH_TOPICS[launch]
     rows = ["| node (executable) | role | publishes | subscribes |", "|---|---|---|---|"]
     for node, role in roles.items():
@@ -197,12 +232,13 @@ def topic_table(cameras: tuple[str, ...] = ("agentview", "robot0_eye_in_hand"), 
     return "\n".join(rows)
 
 
-def subscriber_counts(nodes: tuple[NodeSpec, ...], topics: tuple[str, ...]) -> list[str]:
+def subscriber_counts(nodes: tuple[NodeSpec, ...], topics: tuple[str, ...], table: tuple[Topic, ...] = TOPICS
+                      ) -> list[str]:
     """`topic:n` for the evaluator's start condition: n subscriptions the plan's nodes make to the topic (a
     recorder included: it must see the first episode's messages too)."""
     names = {n.executable for n in nodes}
     out = []
-    for t in TOPICS:
+    for t in table:
         if t.name in topics:
             n = sum(s in names for s in t.subscribers) + ("bag_recorder" in names)
             out.append(f"{t.name}:{n}")
@@ -239,6 +275,21 @@ ARGUMENTS: dict[str, tuple[Argument, ...]] = {
         Argument("auto_start", "false", "start episodes without a record_control 'start'"),
         Argument("params_file", "config/ros/hardware.yaml", "ROS 2 parameter file of the nodes"),
     ),
+    "so101_eval": (
+        Argument("sim", "false", "true: the SO101 twin unattended (sim_eval's nodes: sim_bridge, scene_graph, "
+                                 "vla_policy, evaluator); false: the arm, the rig's cameras and the operator's protocol"),
+        Argument("eval_config", "", "evaluation plan (the files of `sgvla eval`); empty: "
+                                    "config/eval/so101_twin.yaml with sim, config/eval/so101_hardware.yaml without"),
+        Argument("eval_overrides", "", "key=value overrides of the plan, space-separated, e.g. 'tasks=[0] episodes=1'"),
+        Argument("output_dir", "", "run directory (default: the plan's output_dir)"),
+        Argument("config", "so101", "hardware: rig config name (config/hardware/) or YAML path"),
+        Argument("cameras", "true", "hardware: start the rig's agentview and wrist camera nodes"),
+        Argument("agentview", "agentview", "hardware: rig camera name of the agent view"),
+        Argument("wrist", "wrist", "hardware: rig camera name of the wrist view"),
+        Argument("record", "", "rosbag2 folder (MCAP) to record every topic into; empty: no recording"),
+        Argument("params_file", "", "ROS 2 parameter file of the nodes; empty: config/ros/sim_eval.yaml with sim, "
+                                    "config/ros/so101_eval.yaml without"),
+    ),
 }
 
 
@@ -273,6 +324,8 @@ def launch_plan(name: str, args: Mapping[str, str] | None = None) -> Plan:
         return _sim_eval(a)
     if name == "hardware":
         return _hardware(a)
+    if name == "so101_eval":
+        return _so101_eval(a)
     raise AssertionError(name)
 
 
@@ -347,3 +400,54 @@ def _hardware(a: dict[str, str]) -> Plan:
         main = "dataset_recorder"
     return Plan("hardware", a, resolve_data_path(a["params_file"]), tuple(nodes), {"MUJOCO_GL": "egl"} if sim else {},
                 main=main)
+
+
+def _plan_suite(eval_config: Path) -> str:
+    """The suite type an eval YAML names (libero_spatial when it names none), read without loading the plan."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(eval_config.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"argument eval_config: cannot read {eval_config}: {e}") from None
+    suite = data.get("suite") or {}
+    return str(suite.get("type", "libero_spatial")) if isinstance(suite, dict) else str(suite)
+
+
+OPERATOR_EPISODE_TIMEOUT_S = 12 * 3600.0  # an episode on the arm waits for its operator (a break, a long day)
+
+
+def _so101_eval(a: dict[str, str]) -> Plan:
+    """sim=true: sim_eval's graph on the twin's plan; sim=false: the arm (and cameras), arm_policy and the evaluator,
+    the plan an so101_hardware one. The evaluator is the main node either way."""
+    sim = _truthy(a["sim"], "sim")
+    eval_config = a["eval_config"].strip() or f"config/eval/{'so101_twin' if sim else 'so101_hardware'}.yaml"
+    suite = _plan_suite(resolve_data_path(eval_config))
+    want = "so101_twin" if sim else "so101_hardware"
+    if suite != want:
+        raise ValueError(f"argument eval_config: {eval_config} is a {suite} plan; so101_eval sim={str(sim).lower()} "
+                         f"runs {want} plans (sim=true: the twin, sim=false: the arm)")
+    params = a["params_file"].strip() or f"config/ros/{'sim_eval' if sim else 'so101_eval'}.yaml"
+    if sim:
+        twin = _sim_eval({"eval_config": eval_config, "eval_overrides": a["eval_overrides"],
+                          "output_dir": a["output_dir"], "params_file": params, "stepping": "lockstep",
+                          "render_images": "auto", "record": a["record"]})
+        return Plan("so101_eval", a, twin.params_file, twin.nodes, twin.env, twin.main)
+    config = a["config"].strip() or "so101"
+    config = config if not Path(config).suffix else str(Path(config).expanduser().absolute())
+    nodes = [NodeSpec("so101_arm", "so101_arm", {"config": config})]
+    if _truthy(a["cameras"], "cameras"):
+        nodes += [NodeSpec(f"{view}_camera", "camera", {"config": config, "camera": a[view]})
+                  for view in ("agentview", "wrist")]
+    nodes.append(NodeSpec("arm_policy", "arm_policy", {"config": config}))
+    record = a["record"].strip()
+    if record:
+        nodes.append(NodeSpec("bag_recorder", "bag_recorder", {"output": str(Path(record).expanduser().absolute())}))
+    nodes.append(NodeSpec("evaluator", "evaluator", {
+        "config": str(resolve_data_path(eval_config)), "overrides": a["eval_overrides"],
+        "output_dir": str(Path(a["output_dir"]).expanduser().absolute()) if a["output_dir"] else "",
+        "wait_for_nodes": [n.name for n in nodes],
+        "wait_for_subscribers": subscriber_counts(tuple(nodes), ("joint_commands", "joint_states"),
+                                                  SO101_EVAL_TOPICS),
+        "episode_timeout_s": OPERATOR_EPISODE_TIMEOUT_S}))
+    return Plan("so101_eval", a, resolve_data_path(params), tuple(nodes), {}, main="evaluator")

@@ -3,8 +3,8 @@
 The node sends `plan(cfg)` in order (what `run_plan` does with one worker) as `run_episode` goals, skipping
 episodes already in the run's `episodes.jsonl`, and writes the same files from the records the policy node
 returns: `config.yaml`, `episodes.jsonl`, `infra_failures.jsonl` (episodes whose machinery failed: retried by
-the next run) and the report. It takes the output folder as `sgvla eval` does (`RunDir`: locked, one plan per
-folder).
+the next run; episodes an operator marked invalid, kind ``invalid``: redone at once) and the report. It takes the
+output folder as `sgvla eval` does (`RunDir`: locked, one plan per folder).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class TopicEvaluation:
         self.total = len(plan(cfg))
         self.failed = 0
         self.finished = 0
+        self.invalid = 0  # episodes the operator marked invalid (redone at once)
         self.next_number = first_episode_number
         if cfg.workers > 1:
             log.info("workers=%d: over topics one environment node runs the episodes one after another", cfg.workers)
@@ -87,7 +88,15 @@ class TopicEvaluation:
                     cfg.max_steps or 0, suite.pop("type"), suite, cfg.needs_images)
 
     def finish(self, record: EpisodeRecord) -> dict[str, Any]:
-        """Keep the record the policy node returned: a result, or an infrastructure failure (retried next run)."""
+        """Keep the record the policy node returned: a result, or an infrastructure failure (retried next run); an
+        episode the operator marked invalid is logged with its note and goes back to the front of the queue."""
+        if record.extra.get("verdict") == "invalid":  # the operator's redo: no result; the same episode next
+            self.invalid += 1
+            notes = {k: record.extra[k] for k in ("verdict_source", "operator_note") if k in record.extra}
+            self.run_dir.infra.add(record.key, "invalid", record.infra_failure, **notes)
+            self.todo.insert(0, record.key)
+            log.info("episode %s marked invalid by the operator; running it again", tuple(record.key))
+            return {}
         if record.infra_failure:
             self.fail(record.key, record.infra_failure)
             return {}

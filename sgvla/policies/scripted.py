@@ -1,6 +1,6 @@
-"""Scripted policies for CPU evaluation: the privileged expert and the prompt-grounded policy.
+"""Scripted policies for CPU evaluation: the privileged expert, the prompt-grounded policy, and `hold` (joints only).
 
-Both drive the backend's pick-and-place controller (`StepInput.info["pick_place"](target, place)`:
+The first two drive the backend's pick-and-place controller (`StepInput.info["pick_place"](target, place)`:
 LIBERO's `sgvla.libero.expert.PickPlaceController`, the SO101 twin's IK controller). The
 expert is told the target by the task's goal: an upper bound that ignores the prompt. The
 prompt-grounded policy is not: it resolves "the black bowl ..." from the prompt it receives (its
@@ -129,3 +129,41 @@ class PromptGroundedConfig(PolicyConfig):
 
     def make(self, *, ontology: Ontology, env_config: Any = None) -> PromptGroundedPolicy:
         return PromptGroundedPolicy(ontology, self.display_name)
+
+
+class HoldPolicy:
+    """Reads joint states only: holds the pose it starts in, the base joint turning `pan_step_deg` per step (0: it
+    holds still). A policy for protocol runs on the arm (the operator's confirm, verdict, redo, home pose) that
+    needs no model and no privileged scene."""
+
+    def __init__(self, name: str = "hold", pan_step_deg: float = 0.0):
+        self.name = name
+        self.pan_step_deg = pan_step_deg
+        self.start: np.ndarray | None = None
+        self.steps = 0
+
+    def reset(self, prompt: str) -> None:
+        self.start, self.steps = None, 0
+
+    def act(self, step: StepInput) -> np.ndarray:
+        if self.start is None:
+            self.start = np.asarray(step.observation["agent_pos"], dtype=np.float64).copy()
+        self.steps += 1
+        action = self.start.copy()
+        action[0] += self.pan_step_deg * self.steps
+        return action
+
+    def prompt_budget(self, prompt: str) -> PromptBudget | None:
+        return None
+
+    def decision(self) -> dict[str, Any]:
+        return {}
+
+
+@PolicyConfig.register("hold")
+@dataclass
+class HoldConfig(PolicyConfig):
+    pan_step_deg: float = 0.0  # degrees the base joint turns per step (the arm's safety layer bounds it too)
+
+    def make(self, *, ontology: Ontology, env_config: Any = None) -> HoldPolicy:
+        return HoldPolicy(self.display_name, self.pan_step_deg)

@@ -37,6 +37,8 @@ VARIANTS = {  # launch arguments that between them start every node a launch can
     "sim_eval": [{"record": ""}, {"record": "/tmp/never_written_bag"}],
     "hardware": [{}, {"teleop": "leader", "record": "/tmp/never_written_ds", "task": "t"},
                  {"sim": "true", "teleop": "true", "record": "/tmp/never_written_ds"}, {"sim": "true"}],
+    "so101_eval": [{}, {"record": "/tmp/never_written_bag", "cameras": "false"}, {"sim": "true"},
+                   {"sim": "true", "record": "/tmp/never_written_bag"}],
 }
 
 
@@ -271,3 +273,46 @@ def test_a_node_dying_early_stops_the_launch(tmp_path, ros_domain_id):
     assert re.search(r"graph_publisher exited first \(exit 1\): cannot start: FileNotFoundError: graph_publisher: "
                      r"input file not found: '.*missing.jsonl'; stopping the launch", out), out
     assert not any(_alive(k) for k in _started(out).values()), out
+
+
+def test_so101_eval_plans_the_arm_or_the_twin_and_documents_its_parameters():
+    arm = launch_plan("so101_eval", {"config": "rig.yaml", "cameras": "false", "eval_overrides": "tasks=[0]"})
+    assert [n.name for n in arm.nodes] == ["so101_arm", "arm_policy", "evaluator"] and arm.main == "evaluator"
+    assert arm.node("so101_arm").parameters["config"] == arm.node("arm_policy").parameters["config"]
+    assert arm.node("arm_policy").parameters["config"].endswith("/rig.yaml")
+    ev = arm.node("evaluator").parameters
+    assert ev["config"].endswith("config/eval/so101_hardware.yaml") and ev["overrides"] == "tasks=[0]"
+    assert ev["wait_for_nodes"] == ["so101_arm", "arm_policy"]
+    assert ev["wait_for_subscribers"] == ["joint_states:1", "joint_commands:1"]
+    assert ev["episode_timeout_s"] == 12 * 3600.0  # the operator sets the pace
+    twin = launch_plan("so101_eval", {"sim": "true"})
+    assert [n.name for n in twin.nodes] == [n.name for n in launch_plan("sim_eval").nodes]  # sim_eval's graph
+    assert twin.node("evaluator").parameters["config"].endswith("config/eval/so101_twin.yaml")
+    text = (REPO_ROOT / "config/ros/so101_eval.yaml").read_text()
+    file_params = yaml.safe_load(text)
+    nodes = {n.name: n.executable for plan in all_plans("so101_eval") if not plan.arguments["sim"] == "true"
+             for n in plan.nodes}
+    assert set(file_params) == set(nodes)
+    for name, executable in nodes.items():
+        assert set(file_params[name]["ros__parameters"]) == declared(executable), name
+        for p in file_params[name]["ros__parameters"]:
+            assert re.search(rf"^\s+{p}: .*#", text, re.M), f"{name}.{p} has no comment"
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"sim": "true", "eval_config": "config/eval/so101_hardware.yaml"}, "is a so101_hardware plan.*runs so101_twin"),
+    ({"eval_config": "config/eval/so101_twin.yaml"}, "is a so101_twin plan.*runs so101_hardware"),
+    ({"eval_config": "config/eval/default.yaml"}, "is a libero_spatial plan"),
+    ({"cameras": "some"}, "true or false")])
+def test_bad_so101_eval_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        launch_plan("so101_eval", args)
+
+
+def test_so101_eval_topic_table_names_known_nodes():
+    from sgvla.launch.plan import SO101_EVAL_TOPICS, topic_table
+
+    for t in SO101_EVAL_TOPICS:
+        assert (t.qos in QOS or t.qos == "action") and set(t.publishers) | set(t.subscribers) <= set(EXECUTABLES)
+    table = topic_table(launch="so101_eval")
+    assert "| `arm_policy` |" in table and "`eval/verdict`" in table and "`eval/confirm`" in table

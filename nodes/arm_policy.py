@@ -1,0 +1,261 @@
+"""arm_policy: runs evaluation episodes (the `run_episode` action) on the physical arm, with an operator.
+
+The hardware counterpart of vla_policy: the evaluator sends it the same goals. There is no simulator to reset and
+nothing judges success, so an episode is the operator's protocol (`sgvla.so101.hardware.protocol`):
+
+1. home: joint goals towards the suite's home pose on `joint_commands`, at most `home_step_deg` per control tick
+   from where the arm is (the so101_arm node's safety layer clamps them again), until every joint is within
+   `home_tolerance_deg` (not within `home_timeout_s`: an infrastructure failure);
+2. the scene card on `eval/operator` (latched): task, perturbation, policy, seed; the context mode only when the
+   plan is not `blind`. The operator sets the scene and publishes `start` on `eval/confirm`;
+3. the episode engine (`sgvla.core.episode`, the standard prompt) steps the policy at the suite's control rate on
+   the latest `joint_states` (degrees, as `sgvla record` stores them) and sends its goals on `joint_commands`,
+   until the time limit or `stop` on `eval/confirm` (or a verdict, which also ends it);
+4. the operator's verdict on `eval/verdict`: ``success|failure|invalid [note]``. The record (verdict, its source,
+   note, home-pose error, the phases' durations) is the action's result; an invalid one is redone by the evaluator.
+
+The keyboard: when the node's stdin is a terminal (`sgvla launch so101_eval` in a terminal hands it on; `ros2
+launch` gives nodes none) and `keyboard` is true, lines typed there count as well: Enter (or start) confirms,
+stop stops, anything else is a verdict (its source: keyboard). Operator text that is none of these is refused on
+`eval/operator` with what is valid, and waited for again.
+"""
+
+import sys
+import threading
+import time
+from collections import deque
+
+import numpy as np
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.task import Future
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+import sgvla.plugins  # noqa: F401  (registers suites, policies, context modes)
+from sgvla.core.context import ContextMode
+from sgvla.core.episode import Episode, EpisodeKey, EpisodeRecord, InfrastructureFailure
+from sgvla.core.protocols import Step
+from sgvla.core.state import Observation
+from sgvla.eval.suite import SuiteConfig
+from sgvla.policies.registry import PolicyConfig
+from sgvla.scene_graph import load_ontology
+from sgvla.so101.hardware.config import load_hardware_config
+from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
+from sgvla.so101.hardware.protocol import (
+    NoGraph,
+    OperatorInputError,
+    home_error,
+    home_goal,
+    parse_confirm,
+    parse_keyboard,
+    parse_verdict,
+    scene_card,
+    verdict_facts,
+)
+from sgvla_interfaces.action import RunEpisode
+from sgvla_ros.qos import QOS
+from sgvla_ros.runtime import run_node
+from sgvla_ros.state_io import record_msg, values_of
+
+
+class ArmPolicy(Node):
+    def __init__(self, **kwargs):
+        super().__init__("arm_policy", **kwargs)
+        self.declare_parameter("config", "so101")  # rig: its safety limits bound the home goals too
+        self.declare_parameter("joint_timeout_s", 5.0)  # no joint state for this long: an infrastructure failure
+        self.declare_parameter("keyboard", True)  # also read the operator's lines from stdin when it is a terminal
+        param = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.safety = load_hardware_config(param("config")).safety
+        self.joint_timeout_s = float(param("joint_timeout_s"))
+        self.joints: dict[str, float] | None = None  # the latest state, LeRobot units
+        self.joints_at = 0.0
+        self.confirms: deque[str] = deque()
+        self.verdicts: deque = deque()
+        self.policies: dict = {}
+        self.busy = False
+        self.command_pub = self.create_publisher(JointState, "joint_commands", QOS["commands"])
+        self.operator_pub = self.create_publisher(String, "eval/operator", QOS["latched"])
+        self.create_subscription(JointState, "joint_states", self.on_joints, QOS["sensor"])
+        self.create_subscription(String, "eval/confirm", self.on_confirm, QOS["reliable"])
+        self.create_subscription(String, "eval/verdict", self.on_verdict, QOS["reliable"])
+        # An episode is one coroutine; in a group of its own it never blocks the inputs it awaits.
+        self.server = ActionServer(self, RunEpisode, "run_episode", execute_callback=self.execute,
+                                   goal_callback=lambda _: GoalResponse.REJECT if self.busy else GoalResponse.ACCEPT,
+                                   cancel_callback=lambda _: CancelResponse.ACCEPT,
+                                   callback_group=ReentrantCallbackGroup())
+        keyboard = bool(param("keyboard")) and sys.stdin is not None and sys.stdin.isatty()
+        self.or_keys = " (or type it here)" if keyboard else ""
+        if keyboard:  # a daemon thread: a blocked read must not keep the process alive
+            threading.Thread(target=self.read_keyboard, name="operator_keyboard", daemon=True).start()
+        self.get_logger().info("ready: episodes on the arm, operator on eval/operator, eval/confirm, eval/verdict"
+                               + (" and this terminal" if keyboard else ""))
+
+    # -- inputs -----------------------------------------------------------------------------------
+
+    def on_joints(self, msg: JointState) -> None:
+        self.joints = from_radians(msg.name, msg.position)
+        self.joints_at = time.monotonic()
+
+    def on_confirm(self, msg: String) -> None:
+        try:
+            self.confirms.append(parse_confirm(msg.data))
+        except OperatorInputError as e:
+            self.say(f"refused: {e}")
+
+    def on_verdict(self, msg: String) -> None:
+        try:
+            self.verdicts.append(parse_verdict(msg.data, "topic"))
+        except OperatorInputError as e:
+            self.say(f"refused: {e}")
+
+    def read_keyboard(self) -> None:
+        for line in sys.stdin:
+            try:
+                kind, value = parse_keyboard(line)
+            except OperatorInputError as e:
+                self.say(f"refused: {e}")
+                continue
+            (self.confirms if kind == "confirm" else self.verdicts).append(value)
+
+    def say(self, text: str) -> None:
+        """A line for the operator: on eval/operator (latched) and in the log."""
+        self.operator_pub.publish(String(data=text))
+        self.get_logger().info(f"operator: {text}")
+
+    async def sleep(self, seconds: float) -> None:
+        future = Future()
+        timer = self.create_timer(seconds, lambda: future.done() or future.set_result(True))
+        try:
+            await future
+        finally:
+            self.destroy_timer(timer)
+
+    def present(self) -> dict[str, float]:
+        if self.joints is None or time.monotonic() - self.joints_at > self.joint_timeout_s:
+            raise InfrastructureFailure(f"no joint_states from the arm within joint_timeout_s={self.joint_timeout_s:g}")
+        return dict(self.joints)
+
+    def command(self, goal: dict[str, float]) -> None:
+        msg = JointState(name=list(goal), position=to_radians(goal))
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.command_pub.publish(msg)
+
+    # -- the action -------------------------------------------------------------------------------
+
+    def policy(self, goal, suite):
+        options = values_of(goal.policy_options)
+        cache = (goal.policy_type, tuple(sorted(options.items())))
+        if cache not in self.policies:
+            config = PolicyConfig.choice(goal.policy_type)(**options)
+            self.policies[cache] = config.make(ontology=load_ontology(suite.ontology))
+        return self.policies[cache]
+
+    async def execute(self, goal_handle):
+        goal = goal_handle.request
+        self.busy = True
+        key = EpisodeKey(goal.policy, int(goal.task_id), goal.perturbation, goal.mode, int(goal.seed))
+        try:
+            record = await self.episode(goal, key)
+        except Exception as exc:  # the arm, a bad spec, a policy that raised: no result, the next run retries it
+            self.get_logger().error(f"episode {goal.episode}: {type(exc).__name__}: {exc}")
+            record = EpisodeRecord(*key, success=False, steps=0, max_steps=int(goal.max_steps), wall_time_s=0.0,
+                                   view=goal.view, infra_failure=f"{type(exc).__name__}: {exc}")
+        finally:
+            self.busy = False
+        goal_handle.succeed()
+        return RunEpisode.Result(record=record_msg(record))
+
+    async def episode(self, goal, key: EpisodeKey) -> EpisodeRecord:
+        suite = SuiteConfig.choice(goal.suite)(**values_of(goal.suite_options))
+        if suite.privileged_scene or suite.in_process:
+            raise ValueError(f"arm_policy runs suites of a physical arm (so101_hardware), not {suite.type!r}")
+        policy = self.policy(goal, suite)
+        period = 1.0 / suite.control_rate_hz
+        timings = {}
+        started = time.monotonic()
+        start_error, error = await self.home(suite, period)
+        timings["home"] = time.monotonic() - started
+
+        prompt, perturbation = suite.scene_card(key.task_id, key.perturbation)
+        self.confirms.clear()
+        self.verdicts.clear()
+        self.say(f"confirm {scene_card(goal.episode, key, prompt, perturbation, suite.blind)} -- set the scene, "
+                 f"then publish start on eval/confirm{self.or_keys}")
+        t = time.monotonic()
+        while not (self.confirms and self.confirms.popleft() == "start"):
+            await self.sleep(0.05)
+        timings["confirm_wait"] = time.monotonic() - t
+
+        self.say(f"running episode {goal.episode} (stop: publish stop on eval/confirm{self.or_keys})")
+        max_steps = int(goal.max_steps) or suite.max_steps
+        engine = Episode(key, policy, ContextMode.choice(key.mode)(), NoGraph(), load_ontology(suite.ontology),
+                         view=goal.view, max_steps=max_steps)
+        t = time.monotonic()
+        stopped_by = "time limit"
+        engine.start(prompt, Step(self.observation(prompt), None))
+        next_tick = time.monotonic()
+        while not engine.done:
+            action = engine.act(Step(self.observation(prompt), None))
+            self.command(dict(zip(JOINTS, (float(a) for a in action), strict=True)))
+            next_tick += period
+            await self.sleep(max(next_tick - time.monotonic(), 0.001))
+            operator_stop = "stop" in self.confirms or bool(self.verdicts)
+            if operator_stop:
+                stopped_by = "operator"
+            engine.observe(False, operator_stop)
+        timings["run"] = time.monotonic() - t
+
+        t = time.monotonic()
+        self.say(f"verdict episode {goal.episode}: {engine.steps} steps ({stopped_by}); publish "
+                 f"success|failure|invalid [note] on eval/verdict{self.or_keys}")
+        while not self.verdicts:
+            await self.sleep(0.05)
+        verdict = self.verdicts.popleft()
+        timings["verdict_wait"] = time.monotonic() - t
+        record = engine.record(perturbation_applied=perturbation, home_start_error_deg=round(start_error, 3),
+                               **verdict_facts(verdict, stopped_by, error, timings))
+        record.success = verdict.success
+        note = f": {verdict.note}" if verdict.note else ""
+        record.failure_reason = "" if verdict.success else f"operator verdict {verdict.outcome}{note}"
+        if verdict.outcome == "invalid":
+            record.infra_failure = f"the operator marked the episode invalid{note}"
+        self.say(f"recorded episode {goal.episode}: {verdict.outcome}{note}")
+        return record
+
+    def observation(self, prompt: str) -> Observation:
+        positions = self.present()
+        raw = {"agent_pos": np.array([positions[j] for j in JOINTS], dtype=np.float64)}
+        return Observation({}, {}, raw, prompt)
+
+    async def home(self, suite, period: float) -> tuple[float, float]:
+        """Drive to the home pose at bounded speed; (the error it started from, the error once within tolerance),
+        degrees: the largest joint's."""
+        deadline = time.monotonic() + suite.home_timeout_s
+        start_error = None
+        while True:
+            try:
+                present = self.present()
+            except InfrastructureFailure:
+                if time.monotonic() > deadline:
+                    raise
+                await self.sleep(0.05)
+                continue
+            error = home_error(suite.home, present)
+            start_error = error if start_error is None else start_error
+            if error <= suite.home_tolerance_deg:
+                return start_error, error
+            if time.monotonic() > deadline:
+                raise InfrastructureFailure(f"home pose not reached within home_timeout_s={suite.home_timeout_s:g} "
+                                            f"(largest joint error {error:.1f} deg)")
+            self.command(home_goal(suite.home, present, self.safety, suite.home_step_deg))
+            await self.sleep(period)
+
+
+def main(args=None):
+    raise SystemExit(run_node(ArmPolicy, args))
+
+
+if __name__ == "__main__":
+    main()

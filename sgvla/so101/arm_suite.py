@@ -1,0 +1,89 @@
+"""The SO101 hardware suite: the twin's five tabletop tasks on the physical arm, judged by an operator.
+
+The tasks and perturbation sets are the twin's (config/twin/so101_tabletop.yaml, config/perturbations/so101_twin/):
+the operator sets the real scene as the task and perturbation describe. Episodes run over the arm's topics only
+(`sgvla launch so101_eval`, the `arm_policy` node): the arm returns home at bounded speed, the operator confirms the
+scene, the policy runs until the time limit or an operator stop, and the operator's verdict is the result
+(`sgvla.so101.hardware.protocol`). There is no perception on the arm yet, so no graph source: plans on this suite
+run the standard mode (graph modes are refused when the plan loads), and policies that read the privileged scene
+(expert, prompt_grounded) cannot run here; scripted policies that read joint states can (`hold`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from sgvla.eval.suite import SuiteConfig
+from sgvla.so101.hardware.joints import DEFAULT_LIMITS, JOINTS
+
+
+def _default_home() -> dict[str, float]:
+    return {joint: 0.0 for joint in JOINTS[:-1]} | {JOINTS[-1]: 10.0}
+
+
+@SuiteConfig.register("so101_hardware")
+@dataclass
+class So101HardwareSuite(SuiteConfig):
+    """Options: the protocol's settings (they reach the arm_policy node with every episode)."""
+
+    blind: bool = True  # the operator is not told the context mode, so cannot favour one
+    episode_time_s: float = 30.0  # an episode's time limit (its step limit: this x control_rate_hz)
+    control_rate_hz: float = 30.0  # policy steps (joint goals) per second
+    # The home pose before every episode, LeRobot units (degrees, gripper 0..100 %); set your rig's rest pose.
+    home: dict[str, float] = field(default_factory=_default_home)
+    home_step_deg: float = 2.0  # the largest goal change per control tick while homing (bounded speed)
+    home_tolerance_deg: float = 3.0  # homed when every joint is this close
+    home_timeout_s: float = 30.0  # not homed by then: the episode is an infrastructure failure
+
+    tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
+    ontology: ClassVar[str] = "so101_tabletop"
+    views: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
+    learned_policies: ClassVar[bool] = False  # LeRobot checkpoints on the arm: issue 14.6
+    image_graph_sources: ClassVar[bool] = False
+    graph_modes: ClassVar[bool] = False  # no perception on the arm yet: no live graph
+    privileged_scene: ClassVar[bool] = False  # nobody knows where the objects are
+    in_process: ClassVar[bool] = False  # runs over the arm's topics only
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.home) - set(JOINTS))
+        if unknown:
+            raise ValueError(f"home: unknown joint(s) {unknown}; valid: {list(JOINTS)}")
+        self.home = {**_default_home(), **{j: float(v) for j, v in self.home.items()}}
+        for joint, value in self.home.items():
+            low, high = DEFAULT_LIMITS[joint]
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ValueError(f"home.{joint}={value} is outside the joint's limits [{low:.1f}, {high:.1f}]")
+        for name in ("episode_time_s", "control_rate_hz", "home_step_deg", "home_tolerance_deg", "home_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+    @property
+    def max_steps(self) -> int:
+        return max(1, round(self.episode_time_s * self.control_rate_hz))
+
+    def perturbations(self) -> list[str]:
+        from sgvla.so101.twin.perturbations import available_perturbations
+
+        return available_perturbations()
+
+    def check_perturbations(self, name: str) -> None:
+        super().check_perturbations(name)
+        from sgvla.so101.twin.perturbations import load_perturbations
+
+        load_perturbations(name)
+
+    def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None):
+        raise ValueError("the so101_hardware suite runs on the physical arm over its topics: "
+                         "`sgvla launch so101_eval eval_config=...` (in process there is no arm to drive)")
+
+    def scene_card(self, task_id: int, perturbation: str) -> tuple[str, str]:
+        """(the task's prompt under the perturbation, what the operator changes in the scene) for the operator."""
+        from sgvla.so101.twin.config import load_twin_config
+        from sgvla.so101.twin.perturbations import load_perturbations
+
+        config = load_twin_config()
+        perturbations = load_perturbations(perturbation, config)
+        layout = perturbations.layout(config, task_id)
+        return layout.prompt, perturbations.for_task(task_id).describe()
