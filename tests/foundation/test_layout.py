@@ -101,7 +101,7 @@ def test_launch_files_name_existing_nodes_and_parameters(launch_file):
             assert f'declare_parameter("{p}"' in source, f"{executable} declares no parameter {p}"
 
 
-@pytest.mark.parametrize("launch", ["sim_eval", "hardware"])
+@pytest.mark.parametrize("launch", ["sim_eval", "hardware", "so101_eval"])
 def test_readme_topic_table_is_the_launch_plan(launch):
     from sgvla.launch.plan import topic_table
 
