@@ -191,7 +191,7 @@ class DatasetRecorder(ResourceNode):
             self.get_logger().info(f"waiting for {', '.join(missing)}", throttle_duration_sec=10.0)
             return False
         # A save blocks this node's callbacks for seconds, and the cameras read as lost meanwhile: they are back
-        # within reconnect_s of the next frame, before the next episode can start.
+        # within reconnect_s of the next frame (a start asked for before that waits for them).
         self.cameras = [self.own(Camera(s.config, source=s, reconnect_s=0.1).start(first_frame_timeout_s=1.0))
                         for s in self.sources.values()]
         self.recorder = TeleopRecorder(self.follower, self.commands, self.cameras, self.store, self.task, self.fps,

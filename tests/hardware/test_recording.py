@@ -215,6 +215,34 @@ def test_lost_camera_discards_the_episode(tmp_path, follower, leader):
         s.close()
 
 
+def test_a_start_waits_for_a_reconnecting_camera(tmp_path, follower, leader):
+    """A start asked for while a camera reconnects (as after a save that blocked the loop) begins once it streams
+    again, instead of an episode discarded at its first frame for a camera that is not lost."""
+    camera = synthetic("agentview", False)
+    s = EpisodeStore(tmp_path / "ds", "local/test", 30, dataset_features({"agentview": (24, 32, False)}))
+    recorder = TeleopRecorder(follower, leader, [camera], s, TASK, 30, Scripted({2: START}), num_episodes=1,
+                              episode_time_s=60)
+
+    def wait(condition, what):
+        deadline = time.monotonic() + 20
+        while not condition():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.01)
+    try:
+        recorder.tick()
+        camera.source.unplug(0.5)
+        wait(lambda: not camera.connected, "the unplugged camera never read as lost")
+        recorder.tick()  # the start
+        assert not recorder.recording and recorder.stats.discarded == 0
+        wait(lambda: camera.connected, "the camera never came back")
+        recorder.tick()
+        recorder.tick()
+        assert recorder.recording and recorder.stats.discarded == 0 and s.frames >= 1
+    finally:
+        camera.close()
+        s.close()
+
+
 def test_terminal_keys_read_a_pipe(tmp_path):
     read, write = os.pipe()
     os.write(write, b"x r\nq")

@@ -284,6 +284,7 @@ class TeleopRecorder:
         self.stats = RecordStats(repeated=dict.fromkeys(names, 0), skipped=dict.fromkeys(names, 0))
         self.recording = False
         self.done = False
+        self._start_pending = False  # a start asked for while a camera was reconnecting
         self._phase_start = time.monotonic()
         self._last: dict[str, Frame] = {}  # per camera, the frame recorded last
 
@@ -357,8 +358,25 @@ class TeleopRecorder:
             self._start()
         elif self.recording and command == ABORT:
             self._discard("aborted")
-        elif not self.recording and (command == START or (self.auto_start and elapsed >= self.reset_time_s)):
-            self._start()
+        elif self._start_pending and command == ABORT:
+            self._start_pending = False
+            log.info("episode %d: start cancelled", self.store.episodes)
+        elif not self.recording and (command == START or self._start_pending
+                                     or (self.auto_start and elapsed >= self.reset_time_s)):
+            self._start_when_cameras_are_in()
+
+    def _start_when_cameras_are_in(self) -> None:
+        """Start now, or as soon as every camera streams again. A save blocks the loop for seconds and the cameras
+        read as lost meanwhile; they are back within their reconnect period, and an episode started before that
+        would be discarded at its first frame ("camera lost") although nothing is wrong."""
+        lost = [c.config.name for c in self.cameras if not c.connected]
+        if lost:
+            if not self._start_pending:
+                log.info("episode %d: starts when camera(s) %s stream again", self.store.episodes, lost)
+            self._start_pending = True
+            return
+        self._start_pending = False
+        self._start()
 
     def _start(self) -> None:
         self.recording = True
