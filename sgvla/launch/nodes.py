@@ -28,6 +28,7 @@ EXECUTABLES = {
     "teleop_recorder": "teleop_recorder",
     "so101_twin": "so101_twin",
     "dataset_recorder": "dataset_recorder",
+    "so101_policy": "so101_policy",
 }
 
 

@@ -12,7 +12,8 @@ which the checkpoint's processor tokenizes if it reads language. Loading follows
 :class:`ChunkedActor` is the control side of LeRobot's async inference in one process: a background thread
 computes the next chunk while the current one plays; a chunk computed from the observation of step ``t0`` holds
 the goals of steps ``t0, t0 + 1, ...``, and the actor switches to it at the current step (the goals already in
-the past are skipped); when no chunk covers the step (inference slower than a chunk lasts) the last goal is held.
+the past are skipped); when the newest chunk is played out (inference slower than the rest of a chunk lasts) its
+last goal is held, also when it arrives already played out.
 A new chunk is asked for once the current one has at most ``refill_at`` of its goals left, so with inference
 shorter than that share of a chunk the arm never waits.
 """
@@ -50,7 +51,8 @@ class So101Checkpoint:
     `min_inference_s` pads each chunk's computation to at least that long (a slow GPU or a big model, stood in
     for in tests and benchmarks)."""
 
-    def __init__(self, path: str | Path, device: str = "cpu", min_inference_s: float = 0.0) -> None:
+    def __init__(self, path: str | Path, device: str = "cpu", min_inference_s: float = 0.0,
+                 policy_type: str | None = None) -> None:
         import torch
         from lerobot.configs import FeatureType, PreTrainedConfig
         from lerobot.policies import make_pre_post_processors
@@ -60,6 +62,8 @@ class So101Checkpoint:
             raise ValueError(f"min_inference_s must be >= 0, got {min_inference_s}")
         path = str(Path(path).expanduser()) if Path(path).expanduser().exists() else str(path)
         cfg = PreTrainedConfig.from_pretrained(path, cli_overrides=[f"--device={device}"])
+        if policy_type is not None and cfg.type != policy_type:
+            raise ValueError(f"policy type {policy_type!r} given, but {path} holds a {cfg.type!r} policy")
         state = cfg.input_features.get(STATE)
         action = cfg.output_features.get("action")
         if state is None or action is None or state.shape != (len(JOINTS),) or action.shape != (len(JOINTS),):
@@ -177,11 +181,12 @@ class ChunkedActor:
             self._chunk = done
         remaining = 0
         if self._chunk is not None:
-            t0, goals = self._chunk
-            if t0 <= t < t0 + len(goals):
+            t0, goals = self._chunk  # t0 <= t: a chunk is asked for at the step whose observation it reads
+            if t - t0 < len(goals):
                 self._goal = dict(zip(JOINTS, map(float, goals[t - t0])))
                 remaining = t0 + len(goals) - t - 1
-            elif self._goal is not None:
+            else:  # starved: the newest chunk is played out; its last goal is held
+                self._goal = dict(zip(JOINTS, map(float, goals[-1])))
                 self.stats.held += 1
         if not busy and (self._chunk is None or remaining <= self.refill_at * len(self._chunk[1])):
             observation = observe()
@@ -224,3 +229,15 @@ class So101LeRobotPolicy:
 
     def decision(self) -> dict[str, Any]:
         return {}
+
+
+@dataclass(frozen=True)
+class So101Embodiment:
+    """The twin suite's `lerobot_env_config`: LeRobot policy configs (`LeRobotPolicyConfig.make`) load their
+    checkpoint as an SO101 policy, by the checkpoint's own features (no LeRobot env config describes the SO101)."""
+
+    def make_policy(self, config) -> So101LeRobotPolicy:
+        if config.max_prompt_tokens is not None:
+            raise ValueError("max_prompt_tokens is not supported for SO101 checkpoints yet")
+        checkpoint = So101Checkpoint(config.path, device=config.device, policy_type=config.checkpoint_type)
+        return So101LeRobotPolicy(checkpoint, config.display_name)
