@@ -12,12 +12,16 @@ chunk covers a step the last goal is sent again. The prompt is the ``prompt`` pa
 """
 
 from sensor_msgs.msg import Image, JointState
+from sgvla_interfaces.msg import SceneGraph
 from sgvla_ros.graph_io import upright_image_of
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import String
 
+import sgvla.plugins  # noqa: F401  (registers the context modes)
+from sgvla.core.context import ContextMode
+from sgvla.scene_graph import Graph, ViewGraph, load_ontology
 from sgvla.so101.hardware.joints import from_radians
 from sgvla.so101.learned import ChunkedActor, So101Checkpoint, So101Observation
 
@@ -31,10 +35,21 @@ class SO101Policy(ResourceNode):
         self.declare_parameter("rate_hz", 30.0)  # the control rate (the rig's control_rate_hz, the dataset's fps)
         self.declare_parameter("refill_at", 0.5)  # ask for the next chunk when this share of the current one is left
         self.declare_parameter("min_inference_s", 0.0)  # pad each inference to at least this long
+        self.declare_parameter("mode", "standard")  # context mode: standard, scene_graph, scene_graph_full
+        self.declare_parameter("view", "agentview")  # the camera whose scene graph the prompt carries
+        self.declare_parameter("ontology", "so101_tabletop")  # object names of the graph
+        self.declare_parameter("context_style", "reference")  # how the graph is written into the prompt
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         if not param("policy_path"):
             raise ValueError("so101_policy: policy_path is required (a LeRobot checkpoint trained on SO101 data)")
         rate_hz = positive_parameter(self, "rate_hz")
+        self.mode = ContextMode.choice(param("mode"))()
+        if self.mode.needs_boxes:
+            raise ValueError(f"so101_policy: mode {param('mode')} needs boxes, which scene_graph/<view> does not "
+                             "carry; use standard, scene_graph or scene_graph_full")
+        self.view, self.style = param("view"), param("context_style")
+        self.ontology = load_ontology(param("ontology"))
+        self.graph: ViewGraph | None = None
         self.checkpoint = So101Checkpoint(param("policy_path"), device=param("device"),
                                           min_inference_s=param("min_inference_s"))
         self.refill_at = param("refill_at")
@@ -48,6 +63,8 @@ class SO101Policy(ResourceNode):
             self.create_subscription(Image, f"{camera}/image_raw", lambda m, c=camera: self.images.__setitem__(c, m),
                                      QOS["sensor"])
         self.create_subscription(String, "task", self.on_task, QOS["latched"])
+        if self.mode.uses_graph:
+            self.create_subscription(SceneGraph, f"scene_graph/{self.view}", self.on_graph, QOS["reliable"])
         self.command_pub = self.create_publisher(JointState, "joint_commands", QOS["commands"])
         self.create_timer(1.0 / rate_hz, self.tick)
         self.create_timer(5.0, self.report)
@@ -64,16 +81,29 @@ class SO101Policy(ResourceNode):
         if not self.prompt:
             self.prompt = msg.data
 
+    def on_graph(self, msg: SceneGraph) -> None:
+        graph = Graph.of([(t.subject, t.relation, t.object) for t in msg.triplets])
+        self.graph = ViewGraph(msg.camera, graph, {})
+
+    def composed_prompt(self) -> str | None:
+        """The prompt of this step (None while the mode waits for its first graph)."""
+        if self.mode.uses_graph and self.graph is None:
+            return None
+        return self.mode.context(self.prompt, self.graph, self.view, self.ontology, self.style).prompt
+
     def observe(self) -> So101Observation | None:
         if self.positions is None or any(c not in self.images for c in self.checkpoint.cameras):
             return None
         return So101Observation(dict(self.positions), {c: upright_image_of(m) for c, m in self.images.items()})
 
     def tick(self) -> None:
-        if not self.context.ok() or not self.prompt or self.positions is None:
+        prompt = self.composed_prompt() if self.prompt else None
+        if not self.context.ok() or prompt is None or self.positions is None:
             return
         if self.actor is None:
-            self.actor = self.own(ChunkedActor(self.checkpoint, self.prompt, self.refill_at))
+            self.actor = self.own(ChunkedActor(self.checkpoint, prompt, self.refill_at))
+            self.get_logger().info(f"prompt: {prompt!r}")
+        self.actor.task = prompt
         goal = self.actor.tick(self.step, self.observe)
         self.step += 1
         if goal is not None:

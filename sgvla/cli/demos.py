@@ -55,13 +55,13 @@ def add_parser(sub) -> None:
 def run_generate(args: argparse.Namespace) -> int:
     if args.suite == "so101_twin":
         return _generate_twin(args)
-    from sgvla.libero.demos import generate
-
     width, height = args.image_size or (128, 128)
     if width != height or args.max_steps is not None:
         print("sgvla demos generate: libero_spatial demos have square images (--image-size N) and the task's own "
               "step limit (--max-steps is for so101_twin)", file=sys.stderr)
         return 2
+    from sgvla.libero.demos import generate
+
     tasks = list(range(10)) if args.tasks is None else args.tasks
     paths = generate(tasks, args.episodes, Path(args.out), render_profile=args.profile, image_size=width,
                      perturbation=args.perturbation, max_attempts=args.max_attempts)

@@ -131,7 +131,8 @@ class ChunkedActor:
     ``tick(t, observe)`` is called once per control step ``t`` (0, 1, 2, ...) and never waits for inference:
     it returns the goal of step ``t`` (LeRobot units by joint name), or None before the first chunk has come.
     ``observe()`` is called only when a chunk is to be computed; it returns the present observation, or None
-    when there is none yet."""
+    when there is none yet. ``task`` may change between ticks (a live graph in the prompt): each chunk is computed
+    with the prompt of the step it was asked at."""
 
     def __init__(self, checkpoint: So101Checkpoint, task: str, refill_at: float = 0.5) -> None:
         if not 0.0 <= refill_at < 1.0:
@@ -139,7 +140,7 @@ class ChunkedActor:
         self.checkpoint, self.task, self.refill_at = checkpoint, task, refill_at
         self.stats = ActorStats()
         self._lock = threading.Condition()
-        self._request: tuple[int, So101Observation] | None = None
+        self._request: tuple[int, So101Observation, str] | None = None
         self._done: tuple[int, np.ndarray] | None = None
         self._busy = False
         self._error: BaseException | None = None
@@ -156,10 +157,10 @@ class ChunkedActor:
                     self._lock.wait()
                 if self._stop:
                     return
-                (t0, observation), self._request = self._request, None
+                (t0, observation, task), self._request = self._request, None
             started = time.monotonic()
             try:
-                goals = self.checkpoint.chunk(observation, self.task)
+                goals = self.checkpoint.chunk(observation, task)
             except BaseException as exc:  # noqa: BLE001 - handed to the control side, which raises it
                 with self._lock:
                     self._error, self._busy = exc, False
@@ -192,7 +193,7 @@ class ChunkedActor:
             observation = observe()
             if observation is not None:
                 with self._lock:
-                    self._request, self._busy = (t, observation), True
+                    self._request, self._busy = (t, observation, self.task), True
                     self._lock.notify()
         return self._goal
 

@@ -187,7 +187,7 @@ print(json.dumps({"times": [t for t, _ in commands], "goals": [g for _, g in com
 @pytest.mark.ros
 def test_tiny_act_drives_the_twin_over_topics_while_inference_takes_three_periods(tiny_act, tmp_path, ros_env):
     """The done-when of issue 14.6: inference padded to 3 control periods (0.1 s at 30 Hz); the command stream
-    holds 30 Hz. A loop that waited for each chunk would leave a gap of at least 0.1 s every 10 commands, so its
+    holds 30 Hz. The prompt carries the twin's live scene graph (mode scene_graph). A loop that waited for each chunk would leave a gap of at least 0.1 s every 10 commands, so its
     p99 command interval would be at least 3 periods."""
     cameras = [{"name": n, "source": "twin", "device": n, "width": WIDTH, "height": HEIGHT, "fps": 30}
                for n in ("agentview", "wrist")]
@@ -195,11 +195,11 @@ def test_tiny_act_drives_the_twin_over_topics_while_inference_takes_three_period
     env = {**ros_env, **{k: ENV[k] for k in ("MUJOCO_GL", "HF_HUB_OFFLINE")}}
     period = 1.0 / RATE_HZ
     nodes = [subprocess.Popen([sys.executable, "-m", "sgvla_ros.so101_twin", "--ros-args", "-p", f"config:={rig}",
-                               "-p", "task_id:=0", "-p", "graph_rate_hz:=0.0"], env=env, stdout=subprocess.PIPE,
+                               "-p", "task_id:=0", "-p", "graph_rate_hz:=2.0"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True),
              subprocess.Popen([sys.executable, "-m", "sgvla_ros.so101_policy", "--ros-args", "-p",
                                f"policy_path:={tiny_act}", "-p", f"rate_hz:={RATE_HZ}", "-p",
-                               f"min_inference_s:={3 * period}"], env=env, stdout=subprocess.PIPE,
+                               f"min_inference_s:={3 * period}", "-p", "mode:=scene_graph"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)]
     try:
         watched = subprocess.run([sys.executable, "-c", DRIVE, "8"], env=env, capture_output=True, text=True,
@@ -218,6 +218,10 @@ def test_tiny_act_drives_the_twin_over_topics_while_inference_takes_three_period
           f"max {1000 * intervals.max():.1f} ms (control period {1000 * period:.1f} ms, inference >= "
           f"{3000 * period:.0f} ms)")
     assert "inference" in logs[1] and "chunks" in logs[1], logs[1][-3000:]
+    # The prompt: the twin's task with the live graph of its agentview camera, as evaluation composes it.
+    prompt = next(line for line in logs[1].splitlines() if "prompt: " in line)
+    assert "pick up the black bowl on top of the drawer and place it on the stove" in prompt
+    assert "Current simulator semantic context:" in prompt and "bowl" in prompt.split("context:")[1], prompt
     assert rate > 0.9 * RATE_HZ and p99 < 3 * period
     # The goals are the policy's, and the twin's arm follows them through the arm's safety layer.
     goals, states = np.array(seen["goals"]), np.array(seen["states"])
