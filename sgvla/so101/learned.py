@@ -60,7 +60,13 @@ class So101Checkpoint:
 
         if min_inference_s < 0:
             raise ValueError(f"min_inference_s must be >= 0, got {min_inference_s}")
-        path = str(Path(path).expanduser()) if Path(path).expanduser().exists() else str(path)
+        from sgvla.policies.lerobot_vla import _is_local
+
+        path = str(path)
+        if _is_local(path):
+            if not Path(path).expanduser().is_dir():
+                raise FileNotFoundError(f"policy directory {path} does not exist (a hub id reads owner/name)")
+            path = str(Path(path).expanduser())
         cfg = PreTrainedConfig.from_pretrained(path, cli_overrides=[f"--device={device}"])
         if policy_type is not None and cfg.type != policy_type:
             raise ValueError(f"policy type {policy_type!r} given, but {path} holds a {cfg.type!r} policy")

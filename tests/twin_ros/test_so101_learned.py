@@ -117,6 +117,13 @@ def test_tiny_act_and_smolvla_from_the_datasets_features(demos, tiny_act, tmp_pa
     assert task in tokenizer.decode(ids, skip_special_tokens=True)
     with pytest.raises(ValueError, match="policy type 'smolvla' given, but .* holds a 'act' policy"):
         So101Checkpoint(tiny_act, policy_type="smolvla")
+    # A checkpoint of another robot (LIBERO's Panda: 8-D state, 7-D action) is refused before its weights load.
+    from sgvla.policies.tiny import build_tiny_act
+
+    with pytest.raises(ValueError, match=r"not an SO101 checkpoint: .* has state \(8,\), action \(7,\)"):
+        So101Checkpoint(build_tiny_act(tmp_path / "libero_act"))
+    with pytest.raises(FileNotFoundError, match="policy directory .*missing does not exist"):
+        So101Checkpoint(tmp_path / "missing")
 
 
 def test_a_starved_actor_holds_its_last_goal(demos, tiny_act):
