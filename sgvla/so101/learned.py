@@ -216,8 +216,14 @@ class So101LeRobotPolicy:
     waits for it, so chunks play one goal per step and the next is computed when one runs out."""
 
     def __init__(self, checkpoint: So101Checkpoint, name: str) -> None:
+        import torch
+
+        from sgvla.policies.lerobot_vla import PromptMeter
+
         self.checkpoint, self.name = checkpoint, name
         self._queue: list[np.ndarray] = []
+        # the prompt as the checkpoint's tokenizer sees it (None: no language input, e.g. ACT)
+        self.meter = PromptMeter.of(checkpoint.preprocessor, torch.zeros(1, len(JOINTS)))
 
     def reset(self, prompt: str) -> None:
         self.checkpoint.reset()
@@ -232,7 +238,7 @@ class So101LeRobotPolicy:
         return np.array(to_radians(dict(zip(JOINTS, map(float, goal)))))
 
     def prompt_budget(self, prompt: str):
-        return None
+        return None if self.meter is None else self.meter.budget(prompt)
 
     def decision(self) -> dict[str, Any]:
         return {}

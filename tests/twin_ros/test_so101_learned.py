@@ -50,6 +50,13 @@ def tiny_act(demos, tmp_path_factory):
     return build_tiny_act(tmp_path_factory.mktemp("act") / "act", dataset=demos)
 
 
+@pytest.fixture(scope="module")
+def tiny_smolvla(demos, tmp_path_factory):
+    from sgvla.policies.tiny import build_tiny_smolvla
+
+    return build_tiny_smolvla(tmp_path_factory.mktemp("smolvla") / "smolvla", dataset=demos)
+
+
 def test_demos_are_a_lerobot_dataset_as_sgvla_record_writes(demos):
     ds = LeRobotDataset("local/so101_twin_demos", root=demos)
     expected = dataset_features({"agentview": (HEIGHT, WIDTH, False), "wrist": (HEIGHT, WIDTH, False)})
@@ -93,15 +100,14 @@ def _observation(ds, index):
     return So101Observation(dict(zip(JOINTS, frame["observation.state"].tolist())), images), frame["task"]
 
 
-def test_tiny_act_and_smolvla_from_the_datasets_features(demos, tiny_act, tmp_path):
+def test_tiny_act_and_smolvla_from_the_datasets_features(demos, tiny_act, tiny_smolvla, tmp_path):
     from lerobot.utils.constants import OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS
 
-    from sgvla.policies.tiny import build_tiny_smolvla
     from sgvla.so101.learned import So101Checkpoint
 
     ds = LeRobotDataset("local/so101_twin_demos", root=demos)
     observation, task = _observation(ds, 40)
-    smolvla = So101Checkpoint(build_tiny_smolvla(tmp_path / "smolvla", dataset=demos), policy_type="smolvla")
+    smolvla = So101Checkpoint(tiny_smolvla, policy_type="smolvla")
     for checkpoint in (So101Checkpoint(tiny_act, policy_type="act"), smolvla):
         assert checkpoint.cameras == {"agentview": (3, HEIGHT, WIDTH), "wrist": (3, HEIGHT, WIDTH)}
         batch = checkpoint.batch(observation, task)
@@ -158,15 +164,24 @@ def test_a_starved_actor_holds_its_last_goal(demos, tiny_act):
     assert chunk[-1] in distinct and distinct <= set(chunk) and len(distinct) >= 2
 
 
-def test_tiny_act_runs_in_process_on_the_twin_suite(tiny_act, tmp_path):
-    done = sgvla("eval", "--config", "config/eval/so101_twin.yaml", "--quiet", f"policies=[{{type: act, path: "
-                 f"{tiny_act}}}]", "tasks=[0]", "episodes=1", "max_steps=12", "suite.image_size=64", "--out",
+@pytest.mark.parametrize("policy_type", ["act", "smolvla"])
+def test_tiny_policies_run_in_process_on_the_twin_suite(policy_type, request, tmp_path):
+    path = request.getfixturevalue(f"tiny_{policy_type}")
+    done = sgvla("eval", "--config", "config/eval/so101_twin.yaml", "--quiet", f"policies=[{{type: {policy_type}, "
+                 f"path: {path}}}]", "tasks=[0]", "episodes=1", "max_steps=12", "suite.image_size=64", "--out",
                  str(tmp_path))
     assert done.returncode == 0, done.log[-4000:]
-    records = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
-    assert {r["mode"] for r in records} == {"standard", "scene_graph"}
-    for record in records:
-        assert record["steps"] == 12 and not record["infra_failure"] and record["policy"] == "act:act"
+    records = {r["mode"]: r for r in map(json.loads, (tmp_path / "episodes.jsonl").read_text().splitlines())}
+    assert set(records) == {"standard", "scene_graph"}
+    for record in records.values():
+        assert record["steps"] == 12 and not record["infra_failure"] and record["policy"] == f"{policy_type}:{path.name}"
+    # The scene-graph run's prompt carries the graph (SmolVLA tokenizes it; ACT ignores it).
+    assert "Current simulator semantic context:" in records["scene_graph"]["prompt"]
+    assert "Current simulator semantic context:" not in records["standard"]["prompt"]
+    # SmolVLA's tokenizer budget (48) is measured on the prompt as its tokenizer step receives it; ACT has none.
+    budgets = {mode: (r["prompt_tokens"] is not None, r["prompt_budget"]) for mode, r in records.items()}
+    expected = (True, 48) if policy_type == "smolvla" else (False, None)
+    assert budgets == {"standard": expected, "scene_graph": expected}
 
 
 DRIVE = """
