@@ -70,13 +70,17 @@ def stored_to_upright(stored: np.ndarray) -> np.ndarray:
     return stored[::-1, ::-1]
 
 
-def stored_image_of(msg: Image) -> np.ndarray:
-    """The simulator's stored-convention (H, W, 3) uint8 image from an upright rgb8 message (exact)."""
+def upright_image_of(msg: Image) -> np.ndarray:
+    """The (H, W, 3) uint8 image of an rgb8 message, as published (upright: as cameras and datasets hold it)."""
     if msg.encoding != "rgb8":
         raise ValueError(f"expected an rgb8 image, got {msg.encoding!r}")
     rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-    upright = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
-    return np.ascontiguousarray(upright[::-1, ::-1])
+    return rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+
+
+def stored_image_of(msg: Image) -> np.ndarray:
+    """The simulator's stored-convention (H, W, 3) uint8 image from an upright rgb8 message (exact)."""
+    return np.ascontiguousarray(upright_image_of(msg)[::-1, ::-1])
 
 
 def camera_info_msg(K: np.ndarray, width: int, height: int, header) -> CameraInfo:

@@ -1,8 +1,11 @@
-"""``sgvla demos generate``: scripted-expert demonstrations in LIBERO's HDF5 layout (`sgvla.libero.demos`)."""
+"""``sgvla demos generate``: scripted-expert demonstrations. ``--suite libero_spatial`` (default): LIBERO's HDF5
+layout (`sgvla.libero.demos`); ``--suite so101_twin``: a LeRobot dataset of the SO101 twin, with the features
+`sgvla record` writes on the arm (`sgvla.so101.twin.demos`), ready for ``lerobot-train``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -13,26 +16,72 @@ def _task_ids(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"task ids are comma-separated integers, got {text!r}") from exc
 
 
+SUITES = ("libero_spatial", "so101_twin")
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    """``N`` (square) or ``WxH``."""
+    try:
+        parts = [int(p) for p in text.lower().split("x")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"image size is N or WIDTHxHEIGHT (e.g. 128 or 64x48), got {text!r}")
+    return (parts[0], parts[-1])
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("demos", help="LIBERO-format demonstrations")
     demos_sub = p.add_subparsers(dest="demos_command", metavar="ACTION", required=True)
-    g = demos_sub.add_parser("generate", help="record scripted-expert demos of LIBERO-Spatial tasks (resumable)")
-    g.add_argument("--tasks", type=_task_ids, default=list(range(10)),
-                   help="comma-separated task ids (default: all 10)")
+    g = demos_sub.add_parser("generate", help="record scripted-expert demos of LIBERO-Spatial or SO101-twin tasks "
+                                              "(resumable)")
+    g.add_argument("--suite", default="libero_spatial", choices=SUITES,
+                   help="libero_spatial: LIBERO HDF5 files; so101_twin: one LeRobot dataset (as sgvla record writes)")
+    g.add_argument("--tasks", type=_task_ids, default=None,
+                   help="comma-separated task ids (default: all of the suite's)")
     g.add_argument("--episodes", type=int, default=50, help="successful demos per task")
-    g.add_argument("--out", required=True, help="directory (one <task>_demo.hdf5 per task) or one .hdf5 file")
-    g.add_argument("--profile", default="reference", choices=("reference", "fast"), help="render profile")
-    g.add_argument("--image-size", type=int, default=128, help="square image size (LIBERO's datasets: 128)")
+    g.add_argument("--out", required=True, help="libero_spatial: directory (one <task>_demo.hdf5 per task) or one "
+                                                "HDF5 file; so101_twin: the dataset folder (created, or resumed)")
+    g.add_argument("--profile", default="reference", choices=("reference", "fast"),
+                   help="libero_spatial: render profile")
+    g.add_argument("--image-size", type=_image_size, default=None,
+                   help="N or WIDTHxHEIGHT (libero_spatial: square, default 128; so101_twin: default 128x96)")
+    g.add_argument("--max-steps", type=int, default=None, help="so101_twin: control steps before an episode fails")
     g.add_argument("--perturbation", default="none", help="perturbation set name or YAML path")
     g.add_argument("--max-attempts", type=int, default=None, help="seeds to try per task (default: 3 x episodes)")
     g.set_defaults(func=run_generate)
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    if args.suite == "so101_twin":
+        return _generate_twin(args)
+    width, height = args.image_size or (128, 128)
+    if width != height or args.max_steps is not None:
+        print("sgvla demos generate: libero_spatial demos have square images (--image-size N) and the task's own "
+              "step limit (--max-steps is for so101_twin)", file=sys.stderr)
+        return 2
     from sgvla.libero.demos import generate
 
-    paths = generate(args.tasks, args.episodes, Path(args.out), render_profile=args.profile, image_size=args.image_size,
+    tasks = list(range(10)) if args.tasks is None else args.tasks
+    paths = generate(tasks, args.episodes, Path(args.out), render_profile=args.profile, image_size=width,
                      perturbation=args.perturbation, max_attempts=args.max_attempts)
     for path in paths:
         print(path)
+    return 0
+
+
+def _generate_twin(args: argparse.Namespace) -> int:
+    import logging
+
+    from sgvla.so101.twin.demos import generate
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    tasks = list(range(5)) if args.tasks is None else args.tasks
+    try:
+        root = generate(tasks, args.episodes, Path(args.out), image_size=args.image_size or (128, 96),
+                        perturbation=args.perturbation, max_attempts=args.max_attempts, max_steps=args.max_steps)
+    except (ValueError, RuntimeError) as exc:
+        print(f"sgvla demos generate: {exc}", file=sys.stderr)
+        return 2
+    print(root)
     return 0

@@ -14,10 +14,13 @@ def add_parser(sub) -> None:
     p.add_argument("type", choices=sorted(tiny.TINY_BUILDERS))
     p.add_argument("out_dir", type=Path)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dataset", type=Path, default=None,
+                   help="a local LeRobot dataset folder (e.g. SO101 data from sgvla record or sgvla demos generate "
+                        "--suite so101_twin): its features and stats instead of LIBERO's")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    path = tiny.TINY_BUILDERS[args.type](args.out_dir, seed=args.seed)
+    path = tiny.TINY_BUILDERS[args.type](args.out_dir, seed=args.seed, dataset=args.dataset)
     print(f"{args.type} policy saved to {path}; load it with policy.type={args.type} policy.path={path}")
     return 0

@@ -29,6 +29,7 @@ EXECUTABLES = {
     "so101_twin": "so101_twin",
     "dataset_recorder": "dataset_recorder",
     "arm_policy": "arm_policy",
+    "so101_policy": "so101_policy",
 }
 
 

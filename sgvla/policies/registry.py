@@ -56,6 +56,8 @@ class LeRobotPolicyConfig(PolicyConfig):
         return self.name or f"{self.type}:{Path(self.path).name}"
 
     def make(self, *, ontology: Ontology, env_config: Any = None) -> Policy:
+        if hasattr(env_config, "make_policy"):  # an embodiment that loads checkpoints its own way (the SO101)
+            return env_config.make_policy(self)
         from sgvla.policies.lerobot_vla import LeRobotPolicy
 
         return LeRobotPolicy(self.path, device=self.device, max_prompt_tokens=self.max_prompt_tokens,

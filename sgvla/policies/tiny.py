@@ -50,24 +50,48 @@ def _dataset_stats() -> dict:
     }
 
 
-def _save(cfg, out_dir: Path, seed: int) -> Path:
-    """Build the policy as LeRobot does (`make_policy` with LIBERO features) and save it with processors."""
+def _dataset_features(dataset_root: Path) -> tuple:
+    """A local LeRobot dataset's metadata and its policy input features: state and the RGB cameras (depth
+    streams, one channel, are left out: the tiny policies' vision towers read three)."""
+    from lerobot.configs import FeatureType
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+    from lerobot.utils.feature_utils import dataset_to_policy_features
+
+    info = dataset_root / "meta" / "info.json"
+    if not info.is_file():
+        raise FileNotFoundError(f"{dataset_root} is not a LeRobot dataset (no meta/info.json)")
+    meta = LeRobotDatasetMetadata("local/dataset", root=dataset_root)
+    features = {k: ft for k, ft in dataset_to_policy_features(meta.features).items()
+                if ft.type is FeatureType.STATE or (ft.type is FeatureType.VISUAL and ft.shape[0] == 3)}
+    return meta, features
+
+
+def _save(cfg, out_dir: Path, seed: int, dataset_root: Path | None = None) -> Path:
+    """Build the policy as LeRobot does (`make_policy` with LIBERO's features, or with a dataset's: as
+    `lerobot-train` would before training) and save it with processors."""
     import torch
     from lerobot.policies import make_policy, make_pre_post_processors
 
     from sgvla.policies.lerobot_vla import libero_env_config
 
     torch.manual_seed(seed)
-    policy = make_policy(cfg, env_cfg=libero_env_config())
-    preprocessor, postprocessor = make_pre_post_processors(cfg, dataset_stats=_dataset_stats())
+    if dataset_root is None:
+        policy = make_policy(cfg, env_cfg=libero_env_config())
+        stats = _dataset_stats()
+    else:
+        meta, cfg.input_features = _dataset_features(Path(dataset_root))
+        policy = make_policy(cfg, ds_meta=meta)
+        stats = meta.stats
+    preprocessor, postprocessor = make_pre_post_processors(cfg, dataset_stats=stats)
     out_dir.mkdir(parents=True, exist_ok=True)
     for part in (policy, preprocessor, postprocessor):
         part.save_pretrained(out_dir)
     return out_dir
 
 
-def build_tiny_act(out_dir: str | Path, seed: int = 0) -> Path:
-    """ACT with an untrained ResNet-18 (no torchvision download) and a 32-wide transformer."""
+def build_tiny_act(out_dir: str | Path, seed: int = 0, dataset: str | Path | None = None) -> Path:
+    """ACT with an untrained ResNet-18 (no torchvision download) and a 32-wide transformer; with `dataset` (a
+    local LeRobot dataset's folder) its features and stats instead of LIBERO's."""
     from lerobot.policies.act.configuration_act import ACTConfig
 
     cfg = ACTConfig(
@@ -75,7 +99,7 @@ def build_tiny_act(out_dir: str | Path, seed: int = 0) -> Path:
         n_heads=2, dim_feedforward=64, n_encoder_layers=1, n_decoder_layers=1, use_vae=False,
         chunk_size=CHUNK, n_action_steps=CHUNK,
     )
-    return _save(cfg, Path(out_dir), seed)
+    return _save(cfg, Path(out_dir), seed, dataset)
 
 
 def _tokenizer_corpus() -> list[str]:
@@ -134,8 +158,9 @@ def build_tiny_smolvlm(out_dir: str | Path) -> Path:
     return out_dir
 
 
-def build_tiny_smolvla(out_dir: str | Path, seed: int = 0) -> Path:
-    """SmolVLA over a tiny local backbone in ``out_dir/backbone``; tokenizer budget 48 as SmolVLA's."""
+def build_tiny_smolvla(out_dir: str | Path, seed: int = 0, dataset: str | Path | None = None) -> Path:
+    """SmolVLA over a tiny local backbone in ``out_dir/backbone``; tokenizer budget 48 as SmolVLA's; `dataset` as
+    for `build_tiny_act`."""
     from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
 
     out_dir = Path(out_dir).resolve()
@@ -144,7 +169,7 @@ def build_tiny_smolvla(out_dir: str | Path, seed: int = 0) -> Path:
         device="cpu", input_features=_features(), vlm_model_name=str(backbone), load_vlm_weights=False,
         resize_imgs_with_padding=(IMAGE_SIZE, IMAGE_SIZE), chunk_size=CHUNK, n_action_steps=CHUNK, num_steps=2,
     )
-    return _save(cfg, out_dir, seed)
+    return _save(cfg, out_dir, seed, dataset)
 
 
 TINY_BUILDERS: dict[str, Callable[..., Path]] = {"act": build_tiny_act, "smolvla": build_tiny_smolvla}

@@ -62,7 +62,6 @@ def test_under_the_ambiguous_prompt_only_the_graph_finds_the_target(tmp_path):
     ("perturbations=table7", "perturbations 'table7' are not supported by the so101_twin suite; it supports "
                              "['none', 'ambiguous_prompt', 'distractor_added', 'support_moved', 'swapped_bowls']"),
     ("tasks=[5]", "unknown task id(s) [5]; so101_twin has tasks [0, 1, 2, 3, 4]"),
-    ("policies=[{type: act, path: x}]", "the so101_twin suite runs scripted policies only; not supported: ['act']"),
 ])
 def test_unsupported_plan_is_a_clear_error(tmp_path, override, message):
     done = sgvla_eval(override, "--out", str(tmp_path))

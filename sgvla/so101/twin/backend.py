@@ -1,8 +1,9 @@
 """The SO101 twin as an evaluation backend: what `sgvla.eval.loop` drives, like `LiberoBackend`.
 
 An action is the six joint position targets in radians (``JOINTS`` order), held for one control
-period. Observations carry the joint positions and, when rendering, the upright camera images;
-``Observation.policy`` is empty because no learned policy is trained on the twin yet.
+period. Observations carry the joint positions and, when rendering, the upright camera images; learned policies
+read that raw observation (`sgvla.so101.learned` maps it to their dataset's features), ``Observation.policy`` is
+empty.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ class So101TwinSuite(SuiteConfig):
     tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
     ontology: ClassVar[str] = "so101_tabletop"
     views: ClassVar[tuple[str, ...]] = (AGENTVIEW, WRIST)
-    learned_policies: ClassVar[bool] = False  # no checkpoint is trained on the twin yet
+    learned_policies: ClassVar[bool] = True  # LeRobot checkpoints trained on SO101 data (sgvla.so101.learned)
     image_graph_sources: ClassVar[bool] = False  # ground-truth boxes are upright; VLM graphs come with issue 15
 
     def __post_init__(self) -> None:
@@ -55,6 +55,12 @@ class So101TwinSuite(SuiteConfig):
         from sgvla.so101.twin.pick_place import controller_factory
 
         return controller_factory()
+
+    def lerobot_env_config(self) -> Any:
+        """Checkpoints on the SO101 load by the features of the data they were trained on (sgvla.so101.learned)."""
+        from sgvla.so101.learned import So101Embodiment
+
+        return So101Embodiment()
 
     def observation(self, robot: RobotState, images: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """The twin backend's raw observation: joint positions (JOINTS order) and the upright camera images."""

@@ -1,0 +1,256 @@
+"""LeRobot checkpoints trained on SO101 data (what `sgvla record` or `sgvla demos generate --suite so101_twin`
+wrote) driving the SO101: the arm node, the twin node, or the twin suite in process.
+
+Observations map to the checkpoint's input features as the dataset named them: ``observation.state`` is the
+six joints in LeRobot units (degrees; gripper 0..100 %, `sgvla.so101.hardware.joints`), each
+``observation.images.<camera>`` the rig camera of that name, resized to the feature's shape by LeRobot's
+async-inference helper. The prompt goes where LeRobot's own rollout puts the task (``observation["task"]``),
+which the checkpoint's processor tokenizes if it reads language. Loading follows LeRobot's async policy server
+(`from_pretrained`, `make_pre_post_processors` with the device overridden); a chunk is
+`predict_action_chunk`, post-processed action by action as that server does.
+
+:class:`ChunkedActor` is the control side of LeRobot's async inference in one process: a background thread
+computes the next chunk while the current one plays; a chunk computed from the observation of step ``t0`` holds
+the goals of steps ``t0, t0 + 1, ...``, and the actor switches to it at the current step (the goals already in
+the past are skipped); when the newest chunk is played out (inference slower than the rest of a chunk lasts) its
+last goal is held, also when it arrives already played out.
+A new chunk is asked for once the current one has at most ``refill_at`` of its goals left, so with inference
+shorter than that share of a chunk the arm never waits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
+
+STATE = "observation.state"
+IMAGE_PREFIX = "observation.images."
+
+
+@dataclass
+class So101Observation:
+    """What the robot has at one step: joint positions in LeRobot units by joint name, RGB images (H, W, 3,
+    uint8) by rig camera name."""
+
+    positions: Mapping[str, float]
+    images: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+class So101Checkpoint:
+    """A LeRobot policy directory (or hub id) whose features are an SO101 dataset's; `chunk` gives goals in
+    LeRobot units, one row per control step, JOINTS order.
+
+    `min_inference_s` pads each chunk's computation to at least that long (a slow GPU or a big model, stood in
+    for in tests and benchmarks)."""
+
+    def __init__(self, path: str | Path, device: str = "cpu", min_inference_s: float = 0.0,
+                 policy_type: str | None = None) -> None:
+        import torch
+        from lerobot.configs import FeatureType, PreTrainedConfig
+        from lerobot.policies import make_pre_post_processors
+        from lerobot.policies.factory import get_policy_class
+
+        if min_inference_s < 0:
+            raise ValueError(f"min_inference_s must be >= 0, got {min_inference_s}")
+        from sgvla.policies.lerobot_vla import _is_local
+
+        path = str(path)
+        if _is_local(path):
+            if not Path(path).expanduser().is_dir():
+                raise FileNotFoundError(f"policy directory {path} does not exist (a hub id reads owner/name)")
+            path = str(Path(path).expanduser())
+        cfg = PreTrainedConfig.from_pretrained(path, cli_overrides=[f"--device={device}"])
+        if policy_type is not None and cfg.type != policy_type:
+            raise ValueError(f"policy type {policy_type!r} given, but {path} holds a {cfg.type!r} policy")
+        state = cfg.input_features.get(STATE)
+        action = cfg.output_features.get("action")
+        if state is None or action is None or state.shape != (len(JOINTS),) or action.shape != (len(JOINTS),):
+            raise ValueError(f"{path}: not an SO101 checkpoint: it needs {STATE} and action of {len(JOINTS)} joints "
+                             f"({list(JOINTS)}); it has state {state and state.shape}, action "
+                             f"{action and action.shape}")
+        self.path, self.min_inference_s = path, min_inference_s
+        self.cameras = {key.removeprefix(IMAGE_PREFIX): tuple(ft.shape) for key, ft in cfg.input_features.items()
+                        if ft.type is FeatureType.VISUAL}
+        self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg)
+        self.policy.to(device)
+        self.policy.eval()
+        device_override = {"device": str(device)}
+        self.preprocessor, self.postprocessor = make_pre_post_processors(
+            self.policy.config, pretrained_path=path,
+            preprocessor_overrides={"device_processor": device_override,
+                                    "rename_observations_processor": {"rename_map": {}}},
+            postprocessor_overrides={"device_processor": device_override})
+        self.type = cfg.type
+        self._torch = torch
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    def batch(self, observation: So101Observation, task: str) -> dict[str, Any]:
+        """The observation as the checkpoint's features name it, in LeRobot units, batched (before the preprocessor)."""
+        from lerobot.async_inference.helpers import prepare_image, resize_robot_observation_image
+
+        torch = self._torch
+        missing = sorted(set(self.cameras) - set(observation.images))
+        if missing:
+            raise ValueError(f"the checkpoint reads camera(s) {missing}; the observation has {sorted(observation.images)}")
+        batch: dict[str, Any] = {STATE: torch.tensor([[float(observation.positions[j]) for j in JOINTS]])}
+        for name, shape in self.cameras.items():
+            image = torch.from_numpy(np.ascontiguousarray(observation.images[name]))
+            batch[IMAGE_PREFIX + name] = prepare_image(resize_robot_observation_image(image, shape)).unsqueeze(0)
+        batch["task"] = [task]
+        return batch
+
+    def chunk(self, observation: So101Observation, task: str) -> np.ndarray:
+        """The next goals (n, 6), LeRobot units, from this observation (its step is the chunk's first)."""
+        started = time.monotonic()
+        with self._torch.inference_mode():
+            batch = self.preprocessor(self.batch(observation, task))
+            actions = self.policy.predict_action_chunk(batch)
+            if actions.ndim == 2:
+                actions = actions.unsqueeze(0)
+            goals = [self.postprocessor(actions[:, i, :]) for i in range(actions.shape[1])]
+            out = self._torch.stack(goals, dim=1)[0].float().cpu().numpy()
+        time.sleep(max(0.0, self.min_inference_s - (time.monotonic() - started)))
+        return out
+
+
+@dataclass
+class ActorStats:
+    inference_s: list[float] = field(default_factory=list)
+    chunks: int = 0  # chunks adopted
+    held: int = 0  # ticks with no chunk covering them: the last goal held
+    skipped: int = 0  # goals of adopted chunks that were already in the past
+
+
+class ChunkedActor:
+    """Goals for every control step from chunks computed in a background thread (see the module docstring).
+
+    ``tick(t, observe)`` is called once per control step ``t`` (0, 1, 2, ...) and never waits for inference:
+    it returns the goal of step ``t`` (LeRobot units by joint name), or None before the first chunk has come.
+    ``observe()`` is called only when a chunk is to be computed; it returns the present observation, or None
+    when there is none yet. ``task`` may change between ticks (a live graph in the prompt): each chunk is computed
+    with the prompt of the step it was asked at."""
+
+    def __init__(self, checkpoint: So101Checkpoint, task: str, refill_at: float = 0.5) -> None:
+        if not 0.0 <= refill_at < 1.0:
+            raise ValueError(f"refill_at is a share of a chunk in [0, 1), got {refill_at}")
+        self.checkpoint, self.task, self.refill_at = checkpoint, task, refill_at
+        self.stats = ActorStats()
+        self._lock = threading.Condition()
+        self._request: tuple[int, So101Observation, str] | None = None
+        self._done: tuple[int, np.ndarray] | None = None
+        self._busy = False
+        self._error: BaseException | None = None
+        self._stop = False
+        self._chunk: tuple[int, np.ndarray] | None = None
+        self._goal: dict[str, float] | None = None
+        self._thread = threading.Thread(target=self._work, name="chunk-inference", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while self._request is None and not self._stop:
+                    self._lock.wait()
+                if self._stop:
+                    return
+                (t0, observation, task), self._request = self._request, None
+            started = time.monotonic()
+            try:
+                goals = self.checkpoint.chunk(observation, task)
+            except BaseException as exc:  # noqa: BLE001 - handed to the control side, which raises it
+                with self._lock:
+                    self._error, self._busy = exc, False
+                return
+            with self._lock:
+                self.stats.inference_s.append(time.monotonic() - started)
+                self._done, self._busy = (t0, goals), False
+
+    def tick(self, t: int, observe: Callable[[], So101Observation | None]) -> dict[str, float] | None:
+        with self._lock:
+            if self._error is not None:
+                raise RuntimeError(f"policy inference failed: {self._error}") from self._error
+            done, self._done = self._done, None
+            busy = self._busy
+        if done is not None:
+            t0, goals = done
+            self.stats.chunks += 1
+            self.stats.skipped += max(0, min(t - t0, len(goals)))
+            self._chunk = done
+        remaining = 0
+        if self._chunk is not None:
+            t0, goals = self._chunk  # t0 <= t: a chunk is asked for at the step whose observation it reads
+            if t - t0 < len(goals):
+                self._goal = dict(zip(JOINTS, map(float, goals[t - t0])))
+                remaining = t0 + len(goals) - t - 1
+            else:  # starved: the newest chunk is played out; its last goal is held
+                self._goal = dict(zip(JOINTS, map(float, goals[-1])))
+                self.stats.held += 1
+        if not busy and (self._chunk is None or remaining <= self.refill_at * len(self._chunk[1])):
+            observation = observe()
+            if observation is not None:
+                with self._lock:
+                    self._request, self._busy = (t, observation, self.task), True
+                    self._lock.notify()
+        return self._goal
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._lock.notify()
+        self._thread.join(timeout=30)
+
+
+class So101LeRobotPolicy:
+    """A checkpoint as an in-process `Policy` of the twin suite: ``act`` takes the twin backend's raw observation
+    (joint radians in JOINTS order, images by camera) and returns joint targets in radians. The evaluation loop
+    waits for it, so chunks play one goal per step and the next is computed when one runs out."""
+
+    def __init__(self, checkpoint: So101Checkpoint, name: str) -> None:
+        import torch
+
+        from sgvla.policies.lerobot_vla import PromptMeter
+
+        self.checkpoint, self.name = checkpoint, name
+        self._queue: list[np.ndarray] = []
+        # the prompt as the checkpoint's tokenizer sees it (None: no language input, e.g. ACT)
+        self.meter = PromptMeter.of(checkpoint.preprocessor, torch.zeros(1, len(JOINTS)))
+
+    def reset(self, prompt: str) -> None:
+        self.checkpoint.reset()
+        self._queue = []
+
+    def act(self, step) -> np.ndarray:
+        if not self._queue:
+            raw = step.observation
+            observation = So101Observation(from_radians(JOINTS, list(raw["agent_pos"])), raw.get("pixels", {}))
+            self._queue = list(self.checkpoint.chunk(observation, step.prompt))
+        goal = self._queue.pop(0)
+        return np.array(to_radians(dict(zip(JOINTS, map(float, goal)))))
+
+    def prompt_budget(self, prompt: str):
+        return None if self.meter is None else self.meter.budget(prompt)
+
+    def decision(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class So101Embodiment:
+    """The twin suite's `lerobot_env_config`: LeRobot policy configs (`LeRobotPolicyConfig.make`) load their
+    checkpoint as an SO101 policy, by the checkpoint's own features (no LeRobot env config describes the SO101)."""
+
+    def make_policy(self, config) -> So101LeRobotPolicy:
+        if config.max_prompt_tokens is not None:
+            raise ValueError("max_prompt_tokens is not supported for SO101 checkpoints yet")
+        checkpoint = So101Checkpoint(config.path, device=config.device, policy_type=config.checkpoint_type)
+        return So101LeRobotPolicy(checkpoint, config.display_name)
