@@ -17,7 +17,7 @@ from sgvla.core.state import ground_truth_views
 from sgvla.scene_graph import format_prompt_context, load_ontology
 from sgvla_interfaces.msg import GraphContext, SceneGraph
 from sgvla_interfaces.msg import SceneState as SceneStateMsg
-from sgvla_ros.graph_io import image_msg, scene_graph_msg, stamp_key, stored_image_of, stored_to_upright, \
+from sgvla_ros.graph_io import image_msg, scene_graph_msg, stamp_key, upright_image_of, \
     view_graph_to_msg
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
@@ -85,7 +85,7 @@ class SceneGraphNode(Node):
         from sgvla.nodegraph.overlay import draw_overlay
 
         del self.images[camera][key]
-        canvas = draw_overlay(stored_to_upright(stored_image_of(image)), vg, self.ontology)
+        canvas = draw_overlay(upright_image_of(image), vg, self.ontology)
         self.pubs[camera][2].publish(image_msg(np.ascontiguousarray(canvas), image.header))
 
     @staticmethod

@@ -30,6 +30,7 @@ from sgvla_ros.state_io import eef_pose_msg, joint_state_msg, key_values, scene_
 class SimBridge(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("sim_bridge", **kwargs)
+        self.images_rotated = False
         self.declare_parameter("lockstep", True)
         self.declare_parameter("rate_hz", 20.0)  # free-running control steps per second
         self.declare_parameter("render_images", False)  # true: render even when the request does not ask
@@ -76,6 +77,7 @@ class SimBridge(ResourceNode):
     def on_reset(self, request: ResetEpisode.Request, response: ResetEpisode.Response):
         try:
             suite = SuiteConfig.choice(request.suite)(**values_of(request.suite_options))
+            self.images_rotated = suite.images_rotated_180  # topics carry images upright, whatever the backend
             settings = EnvironmentSettings(suite, int(request.task_id), request.perturbation or "none",
                                            bool(request.render_images or self.get_parameter("render_images").value))
             state = self.session.reset(int(request.episode), settings, int(request.seed), int(request.max_steps))
@@ -137,7 +139,7 @@ class SimBridge(ResourceNode):
         for camera, stored in state.observation.images.items():
             image_pub, info_pub = self._camera_pubs(camera)
             cam_header = Header(stamp=header.stamp, frame_id=f"{camera}_optical_frame")
-            image_pub.publish(image_msg(stored_to_upright(stored), cam_header))
+            image_pub.publish(image_msg(stored_to_upright(stored) if self.images_rotated else stored, cam_header))
             if camera in intrinsics:
                 info_pub.publish(camera_info_msg(intrinsics[camera], stored.shape[1], stored.shape[0], cam_header))
         robot_header = Header(stamp=header.stamp, frame_id="")

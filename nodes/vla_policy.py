@@ -33,7 +33,7 @@ from sgvla_interfaces.action import RunEpisode
 from sgvla_interfaces.msg import Action, GraphContext, PromptContext, StepStatus
 from sgvla_interfaces.msg import SceneState as SceneStateMsg
 from sgvla_interfaces.srv import ResetEpisode
-from sgvla_ros.graph_io import stamp_key, stored_image_of, view_graph_of
+from sgvla_ros.graph_io import stamp_key, stored_image_of, upright_image_of, view_graph_of
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node
 from sgvla_ros.state_io import record_msg, robot_of, scene_of, values_of
@@ -238,7 +238,8 @@ class VLAPolicy(Node):
             frames, joints = self.images.get(stamp, {}), self.inputs["joints"].get(stamp)
             if joints is None or any(c not in frames for c in cameras):
                 return None
-            images = {c: stored_image_of(frames[c]) for c in cameras}
+            image_of = stored_image_of if suite.images_rotated_180 else upright_image_of  # as the backend stores them
+            images = {c: image_of(frames[c]) for c in cameras}
             raw = suite.observation(robot_of(joints, self.inputs["eef"].get(stamp)), images)
             observation = Observation({}, images, raw, status.task)
         return status, scene, graph, observation

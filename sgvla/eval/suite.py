@@ -32,6 +32,7 @@ class SuiteConfig(Choice, kind="suite"):
     graph_modes: ClassVar[bool] = True  # whether a graph source can give it a live graph (modes that read one)
     privileged_scene: ClassVar[bool] = True  # whether it knows where the objects are (policies that read the scene)
     in_process: ClassVar[bool] = True  # whether `sgvla eval` can run it in process (a physical arm runs over topics)
+    images_rotated_180: ClassVar[bool] = False  # its backend stores camera images turned 180 degrees (LIBERO's)
 
     def perturbations(self) -> list[str] | None:
         """The perturbation names this suite understands; None: any file of config/perturbations."""

@@ -25,6 +25,7 @@ class LiberoSpatialSuite(SuiteConfig):
     ``lean_step`` (default on: sgvla.libero.stepping, the same results bit for bit; off steps LeRobot's env as it
     comes, for comparisons)."""
 
+    images_rotated_180: ClassVar[bool] = True  # rows bottom-up, as LeRobot's LIBERO env gives them to policies
     render_profile: Literal["reference", "fast"] = "reference"
     image_size: int = 256
     lean_step: bool = True
