@@ -34,8 +34,6 @@ FACES = {
     "left": ((0, 1, 0), (0, 0, 1)),
     "right": ((0, -1, 0), (0, 0, 1)),
 }
-FACE_WORDS = {"top": "top face", "front": "front face (+x, away from the arm)", "back": "back face (-x, towards the arm)",
-              "left": "left face (+y, the robot's left)", "right": "right face (-y, the robot's right)"}
 ON_SURFACE = 1e-3  # metres a marker's centre may lie outside its object's extent (tape, print thickness)
 
 
@@ -176,9 +174,12 @@ def load_marker_config(path: str | Path = DEFAULT_MARKERS) -> MarkerConfig:
     return config
 
 
-def placement_text(name: str, obj: ObjectMarkers, marker: MarkerPlacement) -> str:
-    """How to stick ``marker`` on ``name``, in words and millimetres (the sheet's placement guide)."""
+PLACEMENT_FRAME = ("centre: mm from the object's underside centre, x away from the arm, y to the robot's left, "
+                   "z up")
+
+
+def placement_text(name: str, marker: MarkerPlacement) -> str:
+    """Where ``marker`` goes on ``name``, short enough for one line of the sheet (frame: :data:`PLACEMENT_FRAME`)."""
     x, y, z = (round(v * 1000) for v in marker.position)
-    up = "top edge towards the arm" if marker.face == "top" else "upright"
-    return (f"{name}: id {marker.id}, {marker.size * 1000:g} mm, {FACE_WORDS[marker.face]}, centre at "
-            f"x {x} y {y} z {z} mm from the underside centre, {up}")
+    up = "top edge to -x (the arm)" if marker.face == "top" else "upright"
+    return f"{name} #{marker.id} ({marker.size * 1000:g} mm): {marker.face}, centre {x} {y} {z}, {up}"
