@@ -6,7 +6,8 @@ RGB-D and RGB alone on the same rendered frames, side by side.
 Frames are control steps (every ``--every``-th) of the twin's scripted pick-and-place over tasks 0-4 and seeds
 0, 1, ... until ``--frames`` are checked; each frame is both cameras (agent view and wrist, the wrist camera placed
 by forward kinematics at the twin's joints). Reported per variant: position error of the objects seen in the frame
-(median, p95, mm), of the objects held through an occlusion (median), seen / held / missing counts, the mean frame
+(median, p95, mm), of the objects held through an occlusion and of those carried unseen in the closed gripper
+(medians), seen / held / carried / missing counts, the mean frame
 F1 of graphs from perceived poses against the twin's ground-truth graphs per camera, next to the F1 of graphs from
 the true poses with the configured extents (what the extents alone allow), and the time of detection, PnP, depth
 refinement, fusion and tracking per camera image and per frame, on one core (process pinned to one CPU, OpenCV
@@ -59,8 +60,8 @@ def main() -> int:
         print(f"{name}: {len(frames)} frames from {len(episodes)} episodes (task, seed, frames) {episodes}, "
               f"{time.perf_counter() - start:.0f} s with rendering", file=sys.stderr)
     views = list(next(iter(rows.values())).f1)
-    header = (f"{'variant':8} {'frames':>6} {'median mm':>9} {'p95 mm':>7} {'held mm':>8} {'seen':>5} {'held':>5} "
-              f"{'miss':>5} " + " ".join(f"{'F1 ' + v:>13} {'(true)':>7}" for v in views)
+    header = (f"{'variant':8} {'frames':>6} {'median mm':>9} {'p95 mm':>7} {'held mm':>8} {'carry mm':>8} {'seen':>5} "
+              f"{'held':>5} {'carry':>5} {'miss':>5} " + " ".join(f"{'F1 ' + v:>13} {'(true)':>7}" for v in views)
               + f" {'ms/image':>8} {'ms/frame':>8} {'Hz/image':>8}")
     print(f"fiducial perception in the twin, {width}x{height}, one core, every {args.every} control steps")
     print(header)

@@ -8,13 +8,12 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    from sgvla.so101.perception.fiducials import DEFAULT_MARKERS
-
     p = sub.add_parser("markers", help="print the objects' fiducial markers at true scale",
                        description="Writes the markers of a marker config (default: "
                                    "config/perception/so101_markers.yaml) at true scale, each with its object, id "
                                    "and where it goes on the object. Print at 100%% (no 'fit to page').")
-    p.add_argument("--config", type=Path, default=DEFAULT_MARKERS, help="marker config (YAML)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="marker config (YAML; default config/perception/so101_markers.yaml)")
     p.add_argument("--out", type=Path, default=Path("markers.pdf"),
                    help="output file: .pdf (one page per sheet) or .png (one file per page); default markers.pdf")
     p.add_argument("--dpi", type=int, default=300, help="dots per inch of the pages (default 300)")
@@ -24,11 +23,11 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sgvla.core.config import ConfigError
-    from sgvla.so101.perception.fiducials import load_marker_config
+    from sgvla.so101.perception.fiducials import DEFAULT_MARKERS, load_marker_config
     from sgvla.so101.perception.sheet import write_sheets
 
     try:
-        config = load_marker_config(args.config)
+        config = load_marker_config(args.config or DEFAULT_MARKERS)
         paths = write_sheets(config, args.out, args.dpi, args.paper)
     except (ConfigError, ValueError) as e:
         print(f"sgvla markers: {e}", file=sys.stderr)

@@ -41,6 +41,7 @@ def _write(tmp_path: Path, edit) -> Path:
     (lambda d: d["objects"]["cookie"]["markers"][-1].update(position=[0.05, 0, 0.025]), "needs x = 0.055"),
     (lambda d: d["objects"]["cookie"].update(colour="brown"), "unknown key(s) colour"),
     (lambda d: d.update(max_age_s=-1), "max_age_s must be >= 0"),
+    (lambda d: d.update(carry_radius=-0.1), "carry_radius must be >= 0"),
 ])
 def test_bad_marker_configs_are_refused_naming_the_problem(tmp_path, edit, message):
     path = _write(tmp_path, edit)
@@ -105,7 +106,9 @@ def _synthetic_view(markers, marker_id: int, camera: CameraModel, camera_from_ma
     plate_corners = np.array([[-plate, plate, 0], [plate, plate, 0], [plate, -plate, 0], [-plate, -plate, 0]])
     rvec = cv2.Rodrigues(camera_from_marker[:3, :3])[0]
     pixels, _ = cv2.projectPoints(plate_corners, rvec, camera_from_marker[:3, 3], camera.K, camera.distortion)
-    homography = cv2.getPerspectiveTransform(np.float32([[0, 0], [side, 0], [side, side], [0, side]]),
+    edges = [-0.5, side - 0.5]  # the texture's outer edges (OpenCV puts pixel centres at integers)
+    homography = cv2.getPerspectiveTransform(np.float32([[edges[0], edges[0]], [edges[1], edges[0]],
+                                                         [edges[1], edges[1]], [edges[0], edges[1]]]),
                                              pixels.reshape(4, 2).astype(np.float32))
     return cv2.warpPerspective(texture, homography, (camera.width, camera.height), borderValue=200)
 
@@ -121,7 +124,7 @@ def test_pnp_recovers_a_known_marker_pose(markers):
     (sighting,) = MarkerDetector(markers).detect(image, camera)
     found = sighting.camera_from_object @ markers.by_id[3][1].object_from_marker
     assert sighting.name == "red_drawer" and sighting.marker_ids == (3,)
-    assert np.linalg.norm(found[:3, 3] - camera_from_marker[:3, 3]) < 1e-3  # metres, at 0.45 m
+    assert np.linalg.norm(found[:3, 3] - camera_from_marker[:3, 3]) < 2.5e-3  # at 0.45 m: a 0.3 px corner bias
     angle = np.degrees(np.arccos(np.clip((np.trace(found[:3, :3].T @ rotation) - 1) / 2, -1, 1)))
     assert angle < 1.5
     assert sighting.error_px < 0.5
@@ -145,6 +148,33 @@ def test_tracker_keeps_a_pose_up_to_max_age_then_drops_it():
     assert tracker.update(0.51, {}) == {}  # then dropped
     with pytest.raises(ValueError, match="max_age_s must be >= 0"):
         PoseTracker(-1)
+
+
+def _at(x: float, y: float, z: float) -> np.ndarray:
+    pose = np.eye(4)
+    pose[:3, 3] = [x, y, z]
+    return pose
+
+
+def test_an_object_in_the_closed_gripper_follows_it_while_unseen():
+    tracker = PoseTracker(max_age_s=0.5, carry_radius=0.08)
+    bowl, plate = ObjectPose("bowl", _at(0.2, 0.0, 0.0), 0.0, 1, 0.3), ObjectPose("plate", _at(0.3, 0.0, 0.0), 0.0, 1, 0.3)
+    tracker.update(0.0, {"bowl": bowl, "plate": plate}, _at(0.2, 0.0, 0.05), gripper_closed=False)
+    # closed over the bowl, whose marker the jaws now hide: it is taken (the plate is farther than carry_radius)
+    poses = tracker.update(0.1, {"plate": plate}, _at(0.2, 0.0, 0.05), gripper_closed=True)
+    assert poses["bowl"].carried and not poses["plate"].carried
+    # lifted and moved, for longer than max_age_s: the bowl follows the gripper
+    poses = tracker.update(1.0, {}, _at(0.25, 0.1, 0.15), gripper_closed=True)
+    np.testing.assert_allclose(poses["bowl"].position, [0.25, 0.1, 0.1])
+    assert "plate" not in poses  # unseen for 1 s: dropped
+    # released: held where it was let go, then aged out like any other pose
+    poses = tracker.update(1.2, {}, _at(0.25, 0.1, 0.15), gripper_closed=False)
+    assert not poses["bowl"].carried and poses["bowl"].seen_at == 1.0
+    assert tracker.update(1.6, {}, _at(0.25, 0.1, 0.15)) == {}
+    # a closed gripper far from everything takes nothing
+    far = PoseTracker(max_age_s=0.5, carry_radius=0.08)
+    far.update(0.0, {"bowl": bowl})
+    assert not far.update(0.1, {}, _at(0.5, 0.0, 0.2), gripper_closed=True)["bowl"].carried
 
 
 def test_wrist_camera_pose_needs_joints_and_follows_the_urdf():

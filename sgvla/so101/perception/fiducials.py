@@ -96,6 +96,7 @@ class MarkerConfig:
     dictionary: str
     objects: dict[str, ObjectMarkers]
     max_age_s: float = 1.0
+    carry_radius: float = 0.08  # metres from the gripper frame within which the closing gripper takes an object
     source: str = field(default="", init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +105,8 @@ class MarkerConfig:
                               f"valid: {list(DICTIONARIES)}")
         if not self.max_age_s >= 0:
             raise ConfigError(f"max_age_s must be >= 0 seconds, got {self.max_age_s}")
+        if not self.carry_radius >= 0:
+            raise ConfigError(f"carry_radius must be >= 0 metres, got {self.carry_radius}")
         if not self.objects:
             raise ConfigError("objects: at least one object needs markers")
         seen: dict[int, str] = {}

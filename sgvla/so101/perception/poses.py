@@ -14,7 +14,8 @@ Fusion: an object's estimates from several cameras are weighted by 1 / ((e + 0.5
 error and d the distance, i.e. by how many pixels a unit of pose error moves; positions are the weighted mean, the
 rotation that of the best-weighted estimate. Tracking: a pose is kept while its markers are
 hidden (the gripper over them) for at most ``max_age_s`` since the last sighting, then dropped, so an object that
-left the table or lost its marker does not linger in the graphs.
+left the table or lost its marker does not linger in the graphs; an object in the closed gripper's jaws follows the
+gripper's pose from forward kinematics while its markers are hidden (:class:`PoseTracker`).
 
 Graphs from perceived poses (:func:`graphs_from_poses`) use the simulator's projection and relation rules
 (:func:`sgvla.scene_graph.ground_truth_batch`) with each object's configured extent as its box.
@@ -23,6 +24,7 @@ Graphs from perceived poses (:func:`graphs_from_poses`) use the simulator's proj
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 
 import cv2
@@ -101,6 +103,7 @@ class ObjectPose:
     seen_at: float
     markers: int
     error_px: float
+    carried: bool = False  # following the closed gripper while unseen (see PoseTracker)
 
     @property
     def position(self) -> np.ndarray:
@@ -271,22 +274,52 @@ def fuse(sightings: Sequence[Sighting], world_from_camera: Mapping[str, np.ndarr
 
 
 class PoseTracker:
-    """The latest pose of every object, kept ``max_age_s`` after its last sighting, then dropped."""
+    """The latest pose of every object, kept ``max_age_s`` after its last sighting, then dropped.
 
-    def __init__(self, max_age_s: float) -> None:
+    An object the closed gripper holds is carried instead: while the gripper is closed and carries nothing, the
+    object nearest to the gripper frame (seen or not), if it is within ``carry_radius`` and not seen now, is attached
+    to the gripper at its held pose (where it was last seen: it has not moved since, or it would have been seen
+    moving); while the gripper stays closed and the object unseen, its pose follows the gripper (from forward kinematics, a
+    measurement like a sighting: ``seen_at`` is refreshed, ``carried`` set). A sighting or the gripper opening ends
+    the carry; from then on the usual age applies. So a bowl in the jaws, its marker hidden by them, is neither left
+    behind where it was picked nor dropped after ``max_age_s``."""
+
+    def __init__(self, max_age_s: float, carry_radius: float = 0.08) -> None:
         if not max_age_s >= 0:
             raise ValueError(f"max_age_s must be >= 0 seconds, got {max_age_s}")
-        self.max_age_s = float(max_age_s)
+        self.max_age_s, self.carry_radius = float(max_age_s), float(carry_radius)
         self._poses: dict[str, ObjectPose] = {}
+        self._carried: dict[str, np.ndarray] = {}  # name -> gripper-from-object
 
-    def update(self, time_s: float, seen: Mapping[str, ObjectPose]) -> dict[str, ObjectPose]:
-        """Poses at ``time_s`` after this frame's sightings (kept ones carry their older ``seen_at``)."""
+    def update(self, time_s: float, seen: Mapping[str, ObjectPose], gripper: np.ndarray | None = None,
+               gripper_closed: bool = False) -> dict[str, ObjectPose]:
+        """Poses at ``time_s`` after this frame's sightings (kept ones carry their older ``seen_at``); ``gripper``
+        (4, 4) is the gripper frame in base_link now, ``gripper_closed`` whether its jaws are closed."""
         self._poses.update(seen)
+        for name in seen:
+            self._carried.pop(name, None)
+        closed = gripper is not None and gripper_closed
+        if not closed:  # released: what was carried stays where it was let go, as a held pose
+            for name in self._carried:
+                if name in self._poses and name not in seen:
+                    self._poses[name] = dataclasses.replace(self._poses[name], carried=False)
+            self._carried.clear()
+        elif not self._carried and self._poses:
+            distances = {n: float(np.linalg.norm(p.position - gripper[:3, 3])) for n, p in self._poses.items()}
+            nearest = min(distances, key=distances.get)
+            if nearest not in seen and distances[nearest] <= self.carry_radius:
+                self._carried[nearest] = np.linalg.inv(gripper) @ self._poses[nearest].pose
+        for name, relative in self._carried.items():
+            if name in self._poses:
+                old = self._poses[name]
+                self._poses[name] = ObjectPose(name, gripper @ relative, time_s, 0, old.error_px, carried=True)
         self._poses = {n: p for n, p in self._poses.items() if time_s - p.seen_at <= self.max_age_s}
+        self._carried = {n: r for n, r in self._carried.items() if n in self._poses}
         return dict(self._poses)
 
     def reset(self) -> None:
         self._poses.clear()
+        self._carried.clear()
 
 
 @dataclass(frozen=True)
@@ -305,15 +338,16 @@ class FiducialPerception:
     def __init__(self, config: MarkerConfig, max_age_s: float | None = None) -> None:
         self.config = config
         self.detector = MarkerDetector(config)
-        self.tracker = PoseTracker(config.max_age_s if max_age_s is None else max_age_s)
+        self.tracker = PoseTracker(config.max_age_s if max_age_s is None else max_age_s, config.carry_radius)
         self.last_sightings: list[Sighting] = []
 
-    def update(self, time_s: float, frames: Sequence[CameraFrame]) -> dict[str, ObjectPose]:
-        """Tracked poses after the cameras' frames of one instant."""
+    def update(self, time_s: float, frames: Sequence[CameraFrame], gripper: np.ndarray | None = None,
+               gripper_closed: bool = False) -> dict[str, ObjectPose]:
+        """Tracked poses after the cameras' frames of one instant (``gripper``: see :meth:`PoseTracker.update`)."""
         self.last_sightings = [s for f in frames
                                for s in self.detector.detect(f.image, f.camera, f.world_from_camera, f.depth)]
         poses = {f.camera.name: f.world_from_camera for f in frames}
-        return self.tracker.update(time_s, fuse(self.last_sightings, poses, time_s))
+        return self.tracker.update(time_s, fuse(self.last_sightings, poses, time_s), gripper, gripper_closed)
 
     def reset(self) -> None:
         self.tracker.reset()

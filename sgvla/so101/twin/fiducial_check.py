@@ -7,7 +7,8 @@ is compared with its body's pose. Graphs are made from the perceived poses by th
 as the ground truth (:func:`graphs_from_poses`) and scored against the twin's ground-truth graphs by exact-triplet
 F1 (bowl-swap invariant); graphs from the true poses with the configured extents give the F1 that the extents alone
 allow. Per object and frame the status is ``seen`` (a marker of it in a camera now), ``held`` (kept from an earlier
-sighting, under ``max_age_s``) or ``missing``.
+sighting, under ``max_age_s``), ``carried`` (unseen in the closed gripper, following its pose from forward kinematics)
+or ``missing``. The gripper counts as closed below the middle of the scripted grasp's open and closed angles.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from sgvla.so101.perception.poses import (
     CameraFrame, CameraModel, FiducialPerception, ObjectPose, camera_pose, graphs_from_poses,
 )
 from sgvla.so101.twin.config import TARGET, TwinConfig
-from sgvla.so101.twin.pick_place import TwinPickPlace
+from sgvla.so101.twin.pick_place import PickPlaceParams, TwinPickPlace
 from sgvla.so101.twin.scene import main_body
 from sgvla.so101.twin.twin import So101Twin
 
-STATUSES = ("seen", "held", "missing")
+STATUSES = ("seen", "held", "carried", "missing")
+GRIPPER_FRAME = "gripper_frame_link"
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,16 @@ def _check_frame(twin: So101Twin, cameras: dict[str, CameraModel], perception: F
         image = twin.render(name, camera.width, camera.height)
         depth_image = twin.render_depth(name, camera.width, camera.height) if depth else None
         frames.append(CameraFrame(camera, image, camera_pose(camera, kinematics, joints), depth_image))
+    params = PickPlaceParams()
+    gripper = kinematics.link_pose(GRIPPER_FRAME, joints)
+    closed = joints["gripper"] < (params.open_angle + params.closed_angle) / 2
     start = time.perf_counter()
-    poses = perception.update(now, frames)
+    poses = perception.update(now, frames, gripper, closed)
     elapsed = time.perf_counter() - start
     seen = {s.name for s in perception.last_sightings}
     truth = true_poses(twin)
-    status = {n: "seen" if n in seen else "held" if n in poses else "missing" for n in truth}
+    status = {n: "seen" if n in seen else "missing" if n not in poses else "carried" if poses[n].carried else "held"
+              for n in truth}
     error = {n: float(np.linalg.norm(poses[n].position - truth[n].position)) if n in poses else None for n in truth}
     graph_cameras = {f.camera.name: Camera(f.camera.name, f.camera.K, f.world_from_camera, f.camera.width,
                                            f.camera.height) for f in frames}
@@ -134,6 +140,7 @@ class CheckSummary:
     median_mm: float  # over objects seen in the frame
     p95_mm: float
     held_median_mm: float  # over objects kept through an occlusion
+    carried_median_mm: float  # over objects following the closed gripper
     status_counts: dict[str, int]
     f1: dict[str, float]  # mean frame F1 per camera
     f1_true_poses: dict[str, float]
@@ -146,6 +153,7 @@ def summarize(frames: Sequence[FrameCheck]) -> CheckSummary:
         raise ValueError("no frames to summarize")
     seen = np.array([e for f in frames for n, e in f.error.items() if f.status[n] == "seen"]) * 1000
     held = np.array([e for f in frames for n, e in f.error.items() if f.status[n] == "held"]) * 1000
+    carried = np.array([e for f in frames for n, e in f.error.items() if f.status[n] == "carried"]) * 1000
     counts = {s: sum(list(f.status.values()).count(s) for f in frames) for s in STATUSES}
     views = list(frames[0].f1)
     total_s = sum(f.perception_s for f in frames)
@@ -154,6 +162,7 @@ def summarize(frames: Sequence[FrameCheck]) -> CheckSummary:
         median_mm=float(np.median(seen)) if len(seen) else float("nan"),
         p95_mm=float(np.percentile(seen, 95)) if len(seen) else float("nan"),
         held_median_mm=float(np.median(held)) if len(held) else float("nan"),
+        carried_median_mm=float(np.median(carried)) if len(carried) else float("nan"),
         status_counts=counts,
         f1={v: float(np.mean([f.f1[v] for f in frames])) for v in views},
         f1_true_poses={v: float(np.mean([f.f1_true_poses[v] for f in frames])) for v in views},
