@@ -68,7 +68,8 @@ def main() -> int:
     for name, s in rows.items():
         counts = s.status_counts
         print(f"{name:8} {s.frames:>6} {s.median_mm:>9.2f} {s.p95_mm:>7.2f} {s.held_median_mm:>8.1f} "
-              f"{counts['seen']:>5} {counts['held']:>5} {counts['missing']:>5} "
+              f"{s.carried_median_mm:>8.1f} {counts['seen']:>5} {counts['held']:>5} {counts['carried']:>5} "
+              f"{counts['missing']:>5} "
               + " ".join(f"{s.f1[v]:>13.3f} {s.f1_true_poses[v]:>7.3f}" for v in views)
               + f" {s.ms_per_image:>8.2f} {s.ms_per_frame:>8.2f} {1000 / s.ms_per_image:>8.0f}")
     return 0
