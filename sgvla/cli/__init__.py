@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "sim-bus": "sim_bus",
     "launch": "launch",
     "calibrate": "calibrate",
+    "markers": "markers",
 }
 
 

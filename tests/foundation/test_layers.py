@@ -28,7 +28,9 @@ LAYERS = [
 ]
 # Within a layer, packages that must not know each other (embodiments are independent; the twin stands on the arm).
 FORBIDDEN = [("sgvla.libero", "sgvla.so101"), ("sgvla.so101", "sgvla.libero"),
-             ("sgvla.so101.hardware", "sgvla.so101.twin"), ("sgvla.scene_graph", "sgvla.core")]
+             ("sgvla.so101.hardware", "sgvla.so101.twin"), ("sgvla.scene_graph", "sgvla.core"),
+             # Perception stands on the arm (calibration, kinematics) and knows no simulator; the twin wears its markers.
+             ("sgvla.so101.perception", "sgvla.so101.twin"), ("sgvla.so101.hardware", "sgvla.so101.perception")]
 ROS = ("rclpy", "sensor_msgs", "std_msgs", "geometry_msgs", "sgvla_interfaces", "sgvla_ros", "launch", "launch_ros")
 
 

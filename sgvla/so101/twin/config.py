@@ -124,6 +124,8 @@ class TwinConfig:
     # Meshes cameras draw: "decimated" (sgvla.sim.render_meshes, made for rendering; physics never sees them) or
     # "full" (the package's meshes as they are, 400k triangles: ~7x slower on a CPU).
     render_meshes: str = "decimated"
+    # The objects' ArUco markers (sgvla.so101.perception.fiducials), drawn as textures; "" for none.
+    markers: str = "config/perception/so101_markers.yaml"
     bowl: BowlShape = field(default_factory=BowlShape)
     shapes: dict[str, BoxShape] = field(default_factory=dict)  # every object but the bowl
     tasks: list[TaskLayout] = field(default_factory=list)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from sgvla.paths import resolve_data_path
 from sgvla.so101.hardware.calibration import CameraCalibration, load_camera_calibration
+from sgvla.so101.perception.fiducials import MarkerConfig, load_marker_config
 from sgvla.so101.twin.config import BOWLS, BowlShape, BoxShape, TaskLayout, TwinConfig
 from sgvla.so101.urdf import source_dir
 
@@ -22,6 +24,9 @@ ARM_ROOT = "base"  # root body of the SO101 MJCF; the arm base frame is the worl
 WRIST_BODY = "gripper"  # the URDF's gripper_link
 AGENTVIEW, WRIST = "agentview", "wrist"
 JAW_PADS = ("fixed_jaw_pad", "moving_jaw_pad")
+MARKER_GEOM = "_fiducial"  # in the names of the markers' geoms: <object>_fiducial<id>
+MARKER_THICKNESS = 0.0004  # metres: a printed sheet on the surface
+MARKER_CELL_PX = 16  # texture pixels per marker cell
 # Object geoms grip and slide like real plastic and cardboard on a table.
 OBJECT_FRICTION = (1.0, 0.01, 0.001)
 # OpenCV optical frame (z forward, y down) to MuJoCo camera frame (looks along -z, y up).
@@ -101,6 +106,32 @@ def add_box_object(spec: mujoco.MjSpec, name: str, shape: BoxShape) -> None:
         _add_geom(body, name, mujoco.mjtGeom.mjGEOM_BOX, (hx, hy, hz), (0, 0, hz), shape.rgba, shape.density)
 
 
+def is_marker_geom(name: str) -> bool:
+    return MARKER_GEOM in name
+
+
+def add_markers(spec: mujoco.MjSpec, markers: MarkerConfig, objects) -> None:
+    """Each object's ArUco markers (with their white margin) as textured plates at their configured places: thin
+    boxes on the object's body, visual only (no contacts, no mass), so physics is that of the unmarked scene."""
+    for name in objects:
+        if name not in markers.objects:
+            continue
+        for marker in markers.objects[name].markers:
+            texture = f"aruco_{marker.id}"
+            image = markers.marker_image(marker.id, MARKER_CELL_PX)  # row 0 lands at the box face's +y edge
+            spec.add_texture(name=texture, type=mujoco.mjtTexture.mjTEXTURE_2D, width=image.shape[1],
+                             height=image.shape[0], nchannel=3).data = np.repeat(image[:, :, None], 3, 2).tobytes()
+            material = spec.add_material(name=texture)
+            material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = texture
+            half = markers.plate_size(marker) / 2
+            rotation = marker.rotation
+            spec.body(main_body(name)).add_geom(
+                name=f"{name}{MARKER_GEOM}{marker.id}", type=mujoco.mjtGeom.mjGEOM_BOX,
+                size=[half, half, MARKER_THICKNESS / 2], material=texture, contype=0, conaffinity=0, density=0.0,
+                pos=list(np.asarray(marker.position) + rotation[:, 2] * MARKER_THICKNESS / 2),
+                quat=list(_quat_wxyz(rotation)))
+
+
 def object_height(config: TwinConfig, name: str) -> float:
     return config.bowl.height if name in BOWLS else 2 * config.shapes[name].half_size[2]
 
@@ -155,6 +186,8 @@ def build_spec(config: TwinConfig, task_id: int = 0, layout: TaskLayout | None =
     for name, pos in initial_positions(config, task).items():
         spec.body(main_body(name)).pos = pos.tolist()
 
+    if config.markers:
+        add_markers(spec, load_marker_config(resolve_data_path(config.markers)), task.objects)
     add_camera(spec.worldbody, AGENTVIEW, load_camera_calibration(config.agentview_calibration))
     add_camera(spec.body(WRIST_BODY), WRIST, load_camera_calibration(config.wrist_calibration))
     return spec

@@ -25,11 +25,13 @@ from sgvla.so101.hardware.joints import JOINTS
 from sgvla.scene_graph import ViewGraph, ground_truth_batch
 from sgvla.core.state import SceneState
 from sgvla.sim.mujoco_state import (
-    CameraRig, ObstacleIndex, box_half_size, camera_id, camera_intrinsics, camera_pose, free_joint, geom_batch, geom_poses, object_index, object_positions, obstacle_boxes, obstacle_index,
+    CameraRig, ObjectIndex, ObstacleIndex, box_half_size, camera_id, camera_intrinsics, camera_pose, free_joint, geom_batch, geom_poses, object_index, object_positions, obstacle_boxes, obstacle_index,
 )
 from sgvla.sim.render_meshes import render_model
 from sgvla.so101.twin.config import TARGET, TaskLayout, TwinConfig
-from sgvla.so101.twin.scene import AGENTVIEW, ARM_ROOT, WRIST, build_spec, initial_positions, main_body, object_height
+from sgvla.so101.twin.scene import (
+    AGENTVIEW, ARM_ROOT, WRIST, build_spec, initial_positions, is_marker_geom, main_body, object_height,
+)
 
 GRIPPER_SITE = "gripperframe"
 # Success: the bowl rests on the place object's top, inside its footprint by this margin, released.
@@ -42,6 +44,12 @@ def upright_boxes(view: ViewGraph, height: int) -> ViewGraph:
     """Boxes in the upright image (row 0 = top) instead of the projection's rows-from-the-bottom convention."""
     boxes = {name: (x1, height - y2, x2, height - y1) for name, (x1, y1, x2, y2) in view.boxes.items()}
     return ViewGraph(view.camera, view.graph, boxes)
+
+
+def without_markers(model: mujoco.MjModel, index: ObjectIndex) -> ObjectIndex:
+    """The objects' geoms less their marker plates: the scene-graph geometry is that of the objects themselves."""
+    keep = np.array([not is_marker_geom(model.geom(g).name) for g in index.geom_ids], dtype=bool)
+    return ObjectIndex(index.names, index.body_ids, index.geom_ids[keep], index.geom_object[keep])
 
 
 class So101Twin:
@@ -63,7 +71,7 @@ class So101Twin:
         self._dof = np.array([model.joint(j).dofadr[0] for j in JOINTS])
         self._actuator = {j: model.actuator(j).id for j in JOINTS}
         self.site_id = model.site(GRIPPER_SITE).id
-        self.index = object_index(model)
+        self.index = without_markers(model, object_index(model))
         self._half_sizes = np.array([box_half_size(model, g) for g in self.index.geom_ids])
         arm = model.body(ARM_ROOT).id
         self.arm_geoms = np.flatnonzero(model.body_rootid[model.geom_bodyid] == arm)
