@@ -29,7 +29,6 @@ import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
@@ -56,7 +55,7 @@ from sgvla.so101.hardware.protocol import (
 )
 from sgvla_interfaces.action import RunEpisode
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import run_node, sleep
 from sgvla_ros.state_io import record_msg, values_of
 
 
@@ -124,14 +123,6 @@ class ArmPolicy(Node):
         self.operator_pub.publish(String(data=text))
         self.get_logger().info(f"operator: {text}")
 
-    async def sleep(self, seconds: float) -> None:
-        future = Future()
-        timer = self.create_timer(seconds, lambda: future.done() or future.set_result(True))
-        try:
-            await future
-        finally:
-            self.destroy_timer(timer)
-
     def present(self) -> dict[str, float]:
         if self.joints is None or time.monotonic() - self.joints_at > self.joint_timeout_s:
             raise InfrastructureFailure(f"no joint_states from the arm within joint_timeout_s={self.joint_timeout_s:g}")
@@ -185,7 +176,7 @@ class ArmPolicy(Node):
                  f"then publish start on eval/confirm{self.or_keys}")
         t = time.monotonic()
         while not (self.confirms and self.confirms.popleft() == "start"):
-            await self.sleep(0.05)
+            await sleep(self, 0.05)
         timings["confirm_wait"] = time.monotonic() - t
 
         self.say(f"running episode {goal.episode} (stop: publish stop on eval/confirm{self.or_keys})")
@@ -200,7 +191,7 @@ class ArmPolicy(Node):
             action = engine.act(Step(self.observation(prompt), None))
             self.command(dict(zip(JOINTS, (float(a) for a in action), strict=True)))
             next_tick += period
-            await self.sleep(max(next_tick - time.monotonic(), 0.001))
+            await sleep(self, max(next_tick - time.monotonic(), 0.001))
             operator_stop = "stop" in self.confirms or bool(self.verdicts)
             if operator_stop:
                 stopped_by = "operator"
@@ -211,7 +202,7 @@ class ArmPolicy(Node):
         self.say(f"verdict episode {goal.episode}: {engine.steps} steps ({stopped_by}); publish "
                  f"success|failure|invalid [note] on eval/verdict{self.or_keys}")
         while not self.verdicts:
-            await self.sleep(0.05)
+            await sleep(self, 0.05)
         verdict = self.verdicts.popleft()
         timings["verdict_wait"] = time.monotonic() - t
         record = engine.record(perturbation_applied=perturbation, home_start_error_deg=round(start_error, 3),
@@ -240,7 +231,7 @@ class ArmPolicy(Node):
             except InfrastructureFailure:
                 if time.monotonic() > deadline:
                     raise
-                await self.sleep(0.05)
+                await sleep(self, 0.05)
                 continue
             error = home_error(suite.home, present)
             start_error = error if start_error is None else start_error
@@ -250,7 +241,7 @@ class ArmPolicy(Node):
                 raise InfrastructureFailure(f"home pose not reached within home_timeout_s={suite.home_timeout_s:g} "
                                             f"(largest joint error {error:.1f} deg)")
             self.command(home_goal(suite.home, present, self.safety, suite.home_step_deg))
-            await self.sleep(period)
+            await sleep(self, period)
 
 
 def main(args=None):

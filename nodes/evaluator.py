@@ -21,7 +21,7 @@ from sgvla.nodegraph.evaluation import TopicEvaluation, load_eval_config
 from sgvla_interfaces.action import RunEpisode
 from sgvla_interfaces.msg import EpisodeRecord
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import NodeExit, run_node
+from sgvla_ros.runtime import NodeExit, run_node, sleep
 from sgvla_ros.state_io import key_values, record_msg, record_of
 
 
@@ -95,17 +95,7 @@ class Evaluator(Node):
             if (self.get_clock().now() - self.started).nanoseconds / 1e9 > limit:
                 self.get_logger().error(f"node graph not ready: {', '.join(missing)}")
                 self.finish(3)
-            await self.sleep(0.1)
-
-    async def sleep(self, seconds: float):
-        from rclpy.task import Future
-
-        future = Future()
-        timer = self.create_timer(seconds, lambda: future.done() or future.set_result(True))
-        try:
-            await future
-        finally:
-            self.destroy_timer(timer)
+            await sleep(self, 0.1)
 
     async def run_goal(self, goal, timeout_s: float):
         """The record the policy node returns for `goal`, or None if none comes within `timeout_s`."""
@@ -120,7 +110,7 @@ class Evaluator(Node):
         while not sent.done():
             if self.get_clock().now().nanoseconds > deadline:
                 return None
-            await self.sleep(0.05)
+            await sleep(self, 0.05)
         handle = sent.result()
         if not handle.accepted:
             from sgvla.core.episode import EpisodeRecord as Record
@@ -132,7 +122,7 @@ class Evaluator(Node):
             if self.get_clock().now().nanoseconds > deadline:
                 handle.cancel_goal_async()
                 return None
-            await self.sleep(0.05)
+            await sleep(self, 0.05)
         return record_of(result.result().result.record)
 
     def header(self):

@@ -298,6 +298,19 @@ def positive_parameter(node: Node, name: str) -> float:
     return float(value)
 
 
+async def sleep(node: Node, seconds: float) -> None:
+    """Wait in a coroutine callback (an action's execute) without blocking the executor: a one-shot timer of
+    ``node`` completes a future the coroutine awaits."""
+    from rclpy.task import Future
+
+    future = Future()
+    timer = node.create_timer(seconds, lambda: future.done() or future.set_result(True))
+    try:
+        await future
+    finally:
+        node.destroy_timer(timer)
+
+
 def wait_until(predicate, timeout_s: float, period_s: float = 0.01) -> bool:
     deadline = time.monotonic() + timeout_s
     while not predicate():
