@@ -15,7 +15,7 @@ from sgvla.cli import main
 from sgvla.so101.hardware.calibration import CalibrationError, load_camera_calibration
 from sgvla.so101.hardware.camera_calibration import BoardSpec, Pose, calibrate_intrinsics, load_images
 from sgvla.sim.mujoco_state import camera_id, camera_pose
-from sgvla.so101.twin.config import OBJECTS, load_twin_config
+from sgvla.so101.twin.config import load_twin_config
 from sgvla.so101.twin.scene import AGENTVIEW, ARM_ROOT, build_spec, main_body
 
 pytestmark = pytest.mark.sim
@@ -59,7 +59,7 @@ def build_scene() -> tuple[mujoco.MjModel, mujoco.MjData]:
     """The twin's scene without its objects, the arm at rest, and the board on a mocap plate."""
     config = load_twin_config()
     spec = build_spec(config, 0)
-    for name in OBJECTS:
+    for name in config.task(0).objects:
         spec.delete(spec.body(main_body(name)))
     image = BOARD.board().generateImage((round(2 * PLATE_HALF[0] * PX_PER_M), round(2 * PLATE_HALF[1] * PX_PER_M)),
                                         marginSize=round(MARGIN_M * PX_PER_M))
