@@ -75,3 +75,58 @@ def test_each_suite_turns_its_stored_images_upright():
     image = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
     np.testing.assert_array_equal(LiberoSpatialSuite().upright(image), image[::-1, ::-1])  # rows bottom-up
     assert So101TwinSuite().upright(image) is image
+
+
+@pytest.fixture(scope="module")
+def twin_demos(tmp_path_factory):
+    """One scripted twin demo (task 0) at 32x24 pixels: a LeRobot dataset with its ground-truth graphs beside it."""
+    from sgvla.so101.twin.demos import generate
+
+    return generate([0], 1, tmp_path_factory.mktemp("twin") / "demos", image_size=(32, 24))
+
+
+def test_twin_demos_store_the_ground_truth_of_every_frame_and_camera(twin_demos):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from sgvla.scene_graph import load_ontology
+    from sgvla.vlm.resource import find_reference_graphs, read_reference_graphs
+
+    path = find_reference_graphs(twin_demos)
+    assert path == twin_demos / "sgvla_scene_graphs" / "ground_truth" / "graphs.jsonl"
+    refs = read_reference_graphs(path)
+    frames = LeRobotDataset("local/so101_twin_demos", root=twin_demos).meta.total_frames
+    assert set(refs) == {(0, f, v) for f in range(frames) for v in ("agentview", "robot0_eye_in_hand")}
+    named = {o for g in refs.values() for o in g.objects()}
+    assert {"black_bowl_1", "black_bowl_2"} <= named <= set(load_ontology("so101_tabletop").objects)
+    assert len(refs[(0, 0, "agentview")]) > 0
+
+
+def test_vlm_bench_scores_twin_frames_against_their_ground_truth(tmp_path, twin_demos, tiny_model_dir, stub,
+                                                                 monkeypatch):
+    from sgvla.vlm.resource import find_reference_graphs, read_reference_graphs
+
+    base = ["vlm-bench", str(twin_demos), "--ontology", "so101_tabletop", "--no-progress", "--examples", "0"]
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(f"type: transformers\nname: tiny\nmodel: {tiny_model_dir}\ndevice: cpu\nmax_new_tokens: 8\n")
+    assert main([*base, "--out", str(tmp_path / "tiny"), "--client", str(tiny), "--frames-per-episode", "2"]) == 0
+    (scores,) = json.loads((tmp_path / "tiny" / "scores.json").read_text())
+    assert set(scores["scores"]) == {"agentview", "robot0_eye_in_hand"}  # the twin's wrist camera is the eye in hand
+    assert json.loads((tmp_path / "tiny" / "timing.json").read_text())["queried"] == 2 * 2
+
+    # The ground truth of the first frame with the bowls' names swapped scores 1: the bowls are interchangeable.
+    truth = read_reference_graphs(find_reference_graphs(twin_demos))[(0, 0, "agentview")]
+    swap = {"black_bowl_1": "black_bowl_2", "black_bowl_2": "black_bowl_1"}
+    monkeypatch.setattr(stub, "answer", "\n".join(f"({swap.get(s, s)}, {r}, {swap.get(o, o)})" for s, r, o in truth))
+    exact = tmp_path / "stub.yaml"
+    exact.write_text(f"type: openai\nname: stub\nmodel: m\nbase_url: {stub.url('ok')}\n")
+    assert main([*base, "--out", str(tmp_path / "stub"), "--client", str(exact), "--frames-per-episode", "1",
+                 "--cameras", "agentview"]) == 0
+    s = json.loads((tmp_path / "stub" / "scores.json").read_text())[0]["scores"]["agentview"]
+    assert s["mean_task_f1"] == 1.0 and s["swapped_frames"] == 1
+
+
+def test_vlm_bench_refuses_twin_frames_under_another_ontology(twin_demos, tmp_path, capsys):
+    tiny = tmp_path / "c.yaml"
+    tiny.write_text("type: openai\nname: c\nmodel: m\n")
+    assert main(["vlm-bench", str(twin_demos), "--client", str(tiny), "--out", str(tmp_path / "o")]) == 2
+    assert "which are not in ontology 'libero_spatial'; pass the dataset's --ontology" in capsys.readouterr().err
