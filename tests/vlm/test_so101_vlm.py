@@ -130,3 +130,63 @@ def test_vlm_bench_refuses_twin_frames_under_another_ontology(twin_demos, tmp_pa
     tiny.write_text("type: openai\nname: c\nmodel: m\n")
     assert main(["vlm-bench", str(twin_demos), "--client", str(tiny), "--out", str(tmp_path / "o")]) == 2
     assert "which are not in ontology 'libero_spatial'; pass the dataset's --ontology" in capsys.readouterr().err
+
+
+def test_fiducial_graphs_of_recorded_frames_are_the_reference_of_vlm_bench(tmp_path, stub, monkeypatch, capsys):
+    """A dataset as `sgvla record` writes it (here from the twin at rest, 320x240): fiducial graphs computed from its
+    images and joint states agree with the twin's ground truth, and vlm-bench scores against them."""
+    from sgvla.scene_graph import load_ontology
+    from sgvla.scene_graph.metrics import score_frame
+    from sgvla.so101.hardware.joints import JOINTS, from_radians
+    from sgvla.so101.hardware.recording import EpisodeStore, dataset_features
+    from sgvla.so101.perception.dataset_graphs import write_fiducial_graphs
+    from sgvla.so101.perception.fiducials import load_marker_config
+    from sgvla.so101.twin.config import load_twin_config
+    from sgvla.so101.twin.fiducial_check import twin_cameras
+    from sgvla.so101.twin.twin import So101Twin
+    from sgvla.vlm.resource import find_reference_graphs, read_reference_graphs
+
+    width, height, root = 320, 240, tmp_path / "recorded"
+    twin = So101Twin(load_twin_config(), 0)
+    try:
+        twin.reset(0)
+        store = EpisodeStore(root, "local/recorded", 30, dataset_features({c: (height, width, False)
+                                                                           for c in ("agentview", "wrist")}))
+        joints = twin.joint_positions()
+        state = np.array(list(from_radians(JOINTS, [joints[j] for j in JOINTS]).values()), np.float32)
+        images = {c: twin.render(c, width, height) for c in ("agentview", "wrist")}
+        for _ in range(3):
+            store.add({"observation.state": state, "action": state, "task": twin.task,
+                       **{f"observation.images.{c}": image for c, image in images.items()}})
+        store.commit()
+        store.close()
+        truth = twin.ground_truth(["agentview"])["agentview"].graph
+        cameras = twin_cameras(twin, width, height)
+    finally:
+        twin.close()
+
+    # From the command line, each camera with the calibration file of its name (the twin's cameras are made from
+    # those files) ...
+    assert main(["fiducial-graphs", str(root), "--camera", "wrist=nope"]) == 2
+    assert main(["fiducial-graphs", str(root), "--camera", "top=agentview"]) == 2
+    said = capsys.readouterr()
+    assert "camera calibration file not found" in said.err and "with NAME one of the dataset's cameras ['agentview', " \
+        "'wrist']" in said.err
+    assert main(["fiducial-graphs", str(root)]) == 0
+    assert capsys.readouterr().out.strip().endswith("sgvla_scene_graphs/fiducial/graphs.jsonl")
+    # ... and in process with the renderer's own pinhole intrinsics, written anew.
+    path = write_fiducial_graphs(root, cameras, load_marker_config())
+    assert find_reference_graphs(root) == path == root / "sgvla_scene_graphs" / "fiducial" / "graphs.jsonl"
+    refs = read_reference_graphs(path)
+    assert set(refs) == {(0, f, v) for f in range(3) for v in ("agentview", "robot0_eye_in_hand")}
+    ontology = load_ontology("so101_tabletop")
+    assert score_frame(refs[(0, 2, "agentview")], truth, ontology).f1 > 0.5
+
+    monkeypatch.setattr(stub, "answer", "\n".join(f"({s}, {r}, {o})" for s, r, o in refs[(0, 0, "agentview")]))
+    client = tmp_path / "stub.yaml"
+    client.write_text(f"type: openai\nname: stub\nmodel: m\nbase_url: {stub.url('ok')}\n")
+    assert main(["vlm-bench", str(root), "--ontology", "so101_tabletop", "--client", str(client), "--out",
+                 str(tmp_path / "bench"), "--frames-per-episode", "1", "--cameras", "agentview", "--no-progress",
+                 "--examples", "0"]) == 0
+    s = json.loads((tmp_path / "bench" / "scores.json").read_text())[0]["scores"]["agentview"]
+    assert s["mean_task_f1"] == 1.0
