@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "launch": "launch",
     "calibrate": "calibrate",
     "markers": "markers",
+    "fiducial-graphs": "fiducial_graphs",
 }
 
 

@@ -8,8 +8,11 @@ cannot give a graph raises `InfrastructureFailure`, so its failure is never coun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+import numpy as np
 
 from sgvla.core.protocols import Backend, GraphSource
 from sgvla.core.registry import Choice
@@ -21,7 +24,9 @@ class GraphSourceConfig(Choice, kind="graph source"):
     gives_boxes: ClassVar[bool] = True  # boxes of the visible objects (the bounding-box context modes need them)
     reads_images: ClassVar[bool] = False  # needs camera images rendered
 
-    def make(self, backend: Backend, ontology: Ontology) -> GraphSource:
+    def make(self, backend: Backend, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]) -> GraphSource:
+        """The source of one backend; `upright` turns that backend's camera images upright (the suite's
+        `SuiteConfig.upright`), for sources that look at them."""
         raise NotImplementedError
 
 
@@ -49,5 +54,6 @@ class GroundTruthSource:
 @GraphSourceConfig.register("ground_truth")
 @dataclass
 class GroundTruthConfig(GraphSourceConfig):
-    def make(self, backend: Backend, ontology: Ontology) -> GroundTruthSource:
+    def make(self, backend: Backend, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]
+             ) -> GroundTruthSource:
         return GroundTruthSource(backend)

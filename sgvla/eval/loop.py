@@ -3,15 +3,20 @@
 The ROS policy node drives the same engine from topics, so both give the same records for the same seeds.
 """
 
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from sgvla.core.episode import Episode, EpisodeRecord
 from sgvla.core.protocols import Backend, Step
 from sgvla.eval.video import EpisodeVideo
 
 
-def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None) -> EpisodeRecord:
-    """Reset the backend with the episode's seed and step it with the engine's actions until the episode ends.
+def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None,
+                upright: Callable[[np.ndarray], np.ndarray] | None = None) -> EpisodeRecord:
+    """Reset the backend with the episode's seed and step it with the engine's actions until the episode ends; the
+    video (with `video_dir`) shows the images turned upright by `upright` (the suite's `SuiteConfig.upright`).
     The backend's controller factory stays in process: scripted policies drive the backend's own arm with it."""
     obs = backend.reset(engine.key.seed)
     engine.info.update(backend.episode_info(), pick_place=backend.pick_place)
@@ -21,7 +26,10 @@ def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None
     video = None
     if video_dir is not None:
         key = engine.key
-        video = EpisodeVideo(video_dir / f"{key.policy}_t{key.task_id}_{key.mode}_s{key.seed}.mp4".replace("/", "-"))
+        if upright is None:
+            raise ValueError("a video needs `upright`, the suite's way of turning its images upright")
+        video = EpisodeVideo(video_dir / f"{key.policy}_t{key.task_id}_{key.mode}_s{key.seed}.mp4".replace("/", "-"),
+                             upright)
     try:
         while not engine.done:
             action = engine.act(Step(obs, scene))

@@ -79,7 +79,7 @@ class Worker:
             self.close_backend()
             cfg = self.cfg
             self.backend = cfg.suite.make_backend(task_id, cfg.perturbations, cfg.needs_images, cfg.max_steps)
-            self.source = cfg.graph_source.make(self.backend, self.ontology)
+            self.source = cfg.graph_source.make(self.backend, self.ontology, cfg.suite.upright)
             self._task = task_id
         return self.backend
 
@@ -110,7 +110,7 @@ class Worker:
         """The episode's record (as results store it); raises when its infrastructure fails (after dropping a
         simulator that may be broken: the next episode builds a new one)."""
         try:
-            record = run_episode(self.open(key.task_id), self.episode(key), self.video_dir)
+            record = run_episode(self.open(key.task_id), self.episode(key), self.video_dir, self.cfg.suite.upright)
         except InfrastructureFailure:
             raise  # the graph source failed; the simulator is fine
         except Exception:

@@ -34,6 +34,11 @@ class SuiteConfig(Choice, kind="suite"):
     in_process: ClassVar[bool] = True  # whether `sgvla eval` can run it in process (a physical arm runs over topics)
     images_rotated_180: ClassVar[bool] = False  # its backend stores camera images turned 180 degrees (LIBERO's)
 
+    def upright(self, image: np.ndarray) -> np.ndarray:
+        """A camera image of this suite's backend turned upright (row 0 at the top), as cameras, datasets and VLMs
+        hold images: the one place `images_rotated_180` is applied to an image in process (a view, never a copy)."""
+        return image[::-1, ::-1] if self.images_rotated_180 else image
+
     def perturbations(self) -> list[str] | None:
         """The perturbation names this suite understands; None: any file of config/perturbations."""
         return None

@@ -1,6 +1,7 @@
 """Per-episode MP4: the camera images side by side, upright, with the live prompt context drawn
 beside them, so a reviewer sees what the policy saw and what the graph said at each step."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -8,10 +9,6 @@ import numpy as np
 
 PANEL_WIDTH = 420
 LINE = 14
-
-
-def _upright(image: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(image[::-1, ::-1])  # LIBERO stores images rotated by 180 degrees
 
 
 def _text_panel(lines: list[str], height: int) -> np.ndarray:
@@ -23,8 +20,9 @@ def _text_panel(lines: list[str], height: int) -> np.ndarray:
 
 
 class EpisodeVideo:
-    def __init__(self, path: Path, fps: float = 20.0):
+    def __init__(self, path: Path, upright: Callable[[np.ndarray], np.ndarray], fps: float = 20.0):
         self.path = Path(path)
+        self.upright = upright  # the suite's (SuiteConfig.upright): its backend may store images turned
         self.fps = fps
         self.writer: cv2.VideoWriter | None = None
         self.frames = 0
@@ -32,7 +30,7 @@ class EpisodeVideo:
     def add(self, images: dict[str, np.ndarray], text: str) -> None:
         if not images:
             raise ValueError("no camera images to record: the episode runs without rendering")
-        tiles = [_upright(img) for img in images.values()]
+        tiles = [np.ascontiguousarray(self.upright(img)) for img in images.values()]
         height = max(t.shape[0] for t in tiles)
         tiles = [cv2.resize(t, (t.shape[1] * height // t.shape[0], height)) for t in tiles]
         frame = np.hstack([*tiles, _text_panel(text.splitlines(), height)])

@@ -28,6 +28,7 @@ from sgvla.vlm.config import ClientConfig, load_client_config, make_vlm
 from sgvla.vlm.frames import FrameRef, FrameSource, LeRobotSource, LiberoFile, Sampling, TaskTable
 from sgvla.vlm.prompts import PromptTemplate
 from sgvla.vlm.report import ModelResult, side_by_side, write_plots, write_tables
+from sgvla.vlm.resource import find_reference_graphs, read_reference_graphs
 
 
 @dataclass
@@ -48,14 +49,22 @@ def slug(text: str) -> str:
 
 def open_sources(paths: Sequence[str | Path], ontology: Ontology, task_ids: dict[str, str] | None = None,
                  references: dict | None = None) -> list[FrameSource]:
-    """HDF5 files, folders of them, or LeRobot dataset roots (folders with meta/info.json)."""
+    """HDF5 files, folders of them, or LeRobot dataset roots (folders with meta/info.json). A LeRobot dataset is
+    scored against `references` where given, else against the reference graphs stored with it (ground truth of
+    twin demos, `sgvla.vlm.resource.find_reference_graphs`)."""
     task_ids = task_ids or {}
     table = TaskTable.load()
     sources: list[FrameSource] = []
     for raw in paths:
         path = Path(raw)
         if (path / "meta" / "info.json").is_file():
-            sources.append(LeRobotSource(path, references=references))
+            stored = find_reference_graphs(path) if references is None else None
+            refs = read_reference_graphs(stored) if stored else references
+            unknown = sorted({o for g in (refs or {}).values() for o in g.objects()} - set(ontology.objects))
+            if unknown:
+                raise ValueError(f"{path}: its reference graphs name {unknown}, which are not in ontology "
+                                 f"{ontology.name!r}; pass the dataset's --ontology")
+            sources.append(LeRobotSource(path, references=refs))
             continue
         files = sorted(path.glob("*.hdf5")) + sorted(path.glob("*.h5")) if path.is_dir() else [path]
         if not files or not all(f.is_file() for f in files):
@@ -129,7 +138,8 @@ def references(frames: Sequence[FrameRef], sources: dict[str, FrameSource]) -> l
         order = sorted(idx, key=lambda i: frames[i].frame)
         graphs = sources[source].references(episode, camera, [frames[i].frame for i in order])
         if graphs is None:
-            raise ValueError(f"source {source} has no reference graphs: pass --reference for LeRobot datasets")
+            raise ValueError(f"source {source} has no reference graphs: pass --reference (a graphs.jsonl) for a "
+                             "LeRobot dataset that stores none")
         for i, graph in zip(order, graphs):
             out[i] = graph
     return out  # type: ignore[return-value]

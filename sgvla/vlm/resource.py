@@ -14,7 +14,9 @@ Format ``sgvla-vlm-scene-graphs``, version 1. One folder per (model, prompt, con
   record that ``graph_publisher`` replays on ROS.
 - ``README.md``: this description.
 
-The graphs are model output, not ground truth.
+The graphs are model output, not ground truth. Reference graphs of a dataset (ground truth of twin demos, fiducial
+graphs of real recordings) are stored the same way in ``<dataset root>/sgvla_scene_graphs/<source>/graphs.jsonl``
+(:func:`reference_folder`), with ``source`` naming where they come from; ``sgvla vlm-bench`` scores against them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from sgvla import __version__
 from sgvla.scene_graph.ontology import RELATIONS, Ontology
 from sgvla.scene_graph.triplet import Graph
+from sgvla.vlm.prompts import canonical_camera
 from sgvla.vlm.config import ClientConfig
 from sgvla.vlm.prompts import PromptTemplate
 
@@ -48,6 +51,41 @@ def write_meta(folder: Path, dataset: str, config: ClientConfig, prompt: PromptT
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
     (folder / "README.md").write_text(__doc__.split("\n\n", 1)[1])
+
+
+REFERENCE_SOURCES = ("ground_truth", "fiducial")  # preferred in this order when a dataset holds several
+
+
+def reference_folder(dataset: str | Path, source: str) -> Path:
+    """Where a dataset's reference graphs from `source` (one of REFERENCE_SOURCES) are stored."""
+    if source not in REFERENCE_SOURCES:
+        raise ValueError(f"unknown reference graph source {source!r}; choose from {list(REFERENCE_SOURCES)}")
+    return Path(dataset) / FOLDER / source
+
+
+def find_reference_graphs(dataset: str | Path) -> Path | None:
+    """The dataset's stored reference graphs (the first of REFERENCE_SOURCES it has), or None."""
+    for source in REFERENCE_SOURCES:
+        path = reference_folder(dataset, source) / "graphs.jsonl"
+        if path.is_file():
+            return path
+    return None
+
+
+def append_reference_graphs(dataset: str | Path, source: str, episode: int,
+                            graphs: list[dict[str, Graph]]) -> Path:
+    """Append the graphs of one saved episode (per frame: camera view -> graph) to the dataset's `source` reference
+    graphs, as graph records of this format (episode, frame, canonical camera view, source, objects, triplets)."""
+    folder = reference_folder(dataset, source)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "graphs.jsonl"
+    with path.open("a", encoding="utf-8") as f:
+        for frame, views in enumerate(graphs):
+            for camera, graph in views.items():
+                f.write(json.dumps({"episode": str(episode), "frame": frame, "camera": canonical_camera(camera),
+                                    "source": source, "objects": list(graph.objects()),
+                                    "triplets": [list(t) for t in graph], "error": None}) + "\n")
+    return path
 
 
 def read_reference_graphs(path: str | Path) -> dict[tuple[int, int, str], Graph]:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+import numpy as np
 
 from sgvla.core.episode import InfrastructureFailure
 from sgvla.core.graph_source import GraphSourceConfig
@@ -42,8 +45,10 @@ class VLMSource:
 
     name = "vlm"
 
-    def __init__(self, vlm, rate_hz: float = 1.0, max_age_s: float = 60.0, first_timeout_s: float = 300.0):
+    def __init__(self, vlm, upright: Callable[[np.ndarray], np.ndarray], rate_hz: float = 1.0, max_age_s: float = 60.0,
+                 first_timeout_s: float = 300.0):
         self.vlm = vlm
+        self.upright = upright  # the suite's (SuiteConfig.upright): LIBERO stores images turned, the SO101 upright
         self.rate_hz = rate_hz
         self.max_age_s = max_age_s
         self.first_timeout_s = first_timeout_s
@@ -70,8 +75,7 @@ class VLMSource:
             raise ValueError(f"the VLM needs an image of view {view!r}, but this episode renders "
                              f"{sorted(observation.images)}")
         self.view_used = view
-        # LIBERO stores images bottom-up; the VLM sees them upright, as in vlm-bench.
-        w.submit(observation.images[view][::-1, ::-1], task, canonical_camera(view))
+        w.submit(self.upright(observation.images[view]), task, canonical_camera(view))  # upright, as in vlm-bench
         live = w.latest_valid()
         if live is None:
             live = self._first(w)
@@ -138,11 +142,11 @@ class VLMSourceConfig(GraphSourceConfig):
 
         return load_client_config(self.client, ontology=ontology)
 
-    def make(self, backend: Any, ontology: Ontology) -> VLMSource:
+    def make(self, backend: Any, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]) -> VLMSource:
         from sgvla.vlm.config import make_vlm
         from sgvla.vlm.prompts import load_prompt
 
         key = (self.client, ontology.name)
         if key not in _VLMS:
             _VLMS[key] = make_vlm(self.client_config(ontology), load_prompt(), ontology)
-        return VLMSource(_VLMS[key], self.rate_hz, self.max_graph_age_s)
+        return VLMSource(_VLMS[key], upright, self.rate_hz, self.max_graph_age_s)

@@ -42,7 +42,7 @@ class EveryoneLeftOf(GroundTruthSource):
 class EveryoneLeftOfConfig(GraphSourceConfig):
     marker: str = "x"
 
-    def make(self, backend, ontology):
+    def make(self, backend, ontology, upright):
         return EveryoneLeftOf(backend)
 
 

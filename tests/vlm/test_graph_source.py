@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from sgvla.libero.suite import LiberoSpatialSuite
 from sgvla.vlm.source import GraphSourceError, VLMSource
 from sgvla.scene_graph import load_ontology
 from sgvla.core.state import Observation
@@ -22,7 +23,7 @@ FRAME = Observation({}, {"agentview": np.zeros((32, 32, 3), np.uint8)}, {}, TASK
 
 def source(base_url: str, **kwargs) -> VLMSource:
     client = OpenAIConfig(model="stub", base_url=base_url, timeout_s=0.5, max_retries=0, backoff_s=0.01)
-    src = VLMSource(SceneGraphVLM(client.build(), load_prompt(), ONTOLOGY), rate_hz=50.0, **kwargs)
+    src = VLMSource(SceneGraphVLM(client.build(), load_prompt(), ONTOLOGY), LiberoSpatialSuite().upright, rate_hz=50.0, **kwargs)
     src.reset()
     return src
 

@@ -6,6 +6,9 @@ control rate; every step becomes a frame with the features of `sgvla record` (`d
 `safe_goal`, as the recorder stores what it sent) in LeRobot units, ``observation.images.<camera>`` rendered by the
 twin's cameras (named as the twin rig's), and the task's prompt. Only successful episodes are saved, each whole
 (`EpisodeStore`); a rerun into the same folder resumes: the seeds tried so far are kept in ``sgvla_demos.json``.
+The ground-truth scene graph of every frame and camera is stored beside the dataset as its reference graphs
+(`sgvla.vlm.resource.reference_folder(root, "ground_truth")`), which ``sgvla vlm-bench <root>`` scores VLM graphs of
+the frames against.
 Train on the result with ``lerobot-train --dataset.root=<out>``.
 """
 
@@ -19,7 +22,9 @@ import numpy as np
 
 from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
 from sgvla.so101.hardware.safety import SafetyConfig, safe_goal
+from sgvla.scene_graph.triplet import Graph
 from sgvla.so101.twin.scene import AGENTVIEW, WRIST
+from sgvla.vlm.resource import append_reference_graphs
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +43,10 @@ def _save_progress(root: Path, progress: dict[str, int]) -> None:
     tmp.replace(root / PROGRESS)
 
 
-def record_episode(backend, store, seed: int, size: tuple[int, int], safety: SafetyConfig) -> tuple[bool, int]:
-    """One scripted episode into the store's buffer; (success, frames). The caller saves or discards it."""
+def record_episode(backend, store, seed: int, size: tuple[int, int], safety: SafetyConfig,
+                   graphs: list[dict[str, Graph]] | None = None) -> tuple[bool, int]:
+    """One scripted episode into the store's buffer; (success, frames). The caller saves or discards it. With
+    `graphs`, the ground-truth graph of each camera is appended per frame."""
     width, height = size
     backend.reset(seed)
     target, place = backend.episode_info()["goal"]
@@ -53,6 +60,8 @@ def record_episode(backend, store, seed: int, size: tuple[int, int], safety: Saf
                  "action": np.array([goal[j] for j in JOINTS], np.float32), "task": backend.task}
         for camera in CAMERAS:
             frame[f"observation.images.{camera}"] = twin.render(camera, width, height)
+        if graphs is not None:
+            graphs.append({view: truth.graph for view, truth in twin.ground_truth(CAMERAS).items()})
         store.add(frame)
         _, success, done = backend.step(np.array(to_radians(goal)))
         if done:
@@ -94,9 +103,10 @@ def generate(task_ids: list[int], episodes: int, root: Path, *, image_size: tupl
                     seed = progress.get(str(task_id), 0)
                     if seed >= max_attempts:
                         raise RuntimeError(f"task {task_id}: only {saved} successful episodes in {max_attempts} seeds")
-                    success, frames = record_episode(backend, store, seed, (width, height), safety)
+                    graphs: list[dict[str, Graph]] = []
+                    success, frames = record_episode(backend, store, seed, (width, height), safety, graphs)
                     if success:
-                        store.commit()
+                        append_reference_graphs(root, "ground_truth", store.commit() - 1, graphs)
                         saved += 1
                         log.info("task %d seed %d: saved (%d frames)", task_id, seed, frames)
                     else:

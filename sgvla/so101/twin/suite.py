@@ -26,7 +26,6 @@ class So101TwinSuite(SuiteConfig):
     ontology: ClassVar[str] = "so101_tabletop"
     views: ClassVar[tuple[str, ...]] = (AGENTVIEW, WRIST)
     learned_policies: ClassVar[bool] = True  # LeRobot checkpoints trained on SO101 data (sgvla.so101.learned)
-    image_graph_sources: ClassVar[bool] = False  # ground-truth boxes are upright; VLM graphs come with issue 15
 
     def __post_init__(self) -> None:
         if self.image_size is not None and not 32 <= self.image_size <= 1024:
