@@ -74,7 +74,7 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     (["tasks=[12]"], "unknown task id"), (["modes=[graphs]"], "unknown context mode 'graphs'; choose from ["),
     (["perturbations=nope"], "nope"), (["colour=red"], "unknown key(s) colour"),
     (["policies=[{type: gpt}]"], "unknown policy 'gpt'; choose from ['act', "),
-    (["suite=nope"], "unknown suite 'nope'; choose from ['libero_spatial', 'so101_twin']"),
+    (["suite=nope"], "unknown suite 'nope'; choose from ['libero_spatial', 'so101_hardware', 'so101_twin']"),
     (["graph_source=nope"], "unknown graph source 'nope'; choose from ['ground_truth', 'vlm']"),
     (["episodes"], "not of the form key=value"), (["tasks=[0"], "override 'tasks=[0': the value is not YAML"),
     (["tasks:=[0]"], "override 'tasks:=[0]': write tasks=[0] (sgvla takes key=value"),
@@ -132,7 +132,10 @@ def test_vlm_graph_source_runs_the_live_worker(tmp_path):
     (record,) = ResultsFile(summary.path).records()
     assert summary.complete and record["graph_source"] == "vlm" and record["vlm_view"] == "agentview"
     assert record["vlm_queries"] >= 1 and record["vlm_failure"] == "" and record["vlm_failed_queries"] == 0
-    assert record["vlm_truncated_answers"] == record["vlm_queries"]  # each cut after its complete line
+    # A random model may stop before the token limit or be cut there, depending on the image it sees: the record
+    # counts the cut answers (which keep their complete lines), and the cut itself is tested deterministically in
+    # tests/vlm/test_clients.py and test_graph_source.py.
+    assert 0 <= record["vlm_truncated_answers"] <= record["vlm_queries"]
     assert record["prompt"].startswith(record["task"] + "\nCurrent simulator semantic context:\nScene graph:\n")
     with pytest.raises(ValueError, match="need boxes"):
         small_config(tmp_path, modes=["bounding_boxes"], graph_source={"type": "vlm", "client": str(client)})
