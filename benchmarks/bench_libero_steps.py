@@ -1,6 +1,6 @@
 """LIBERO-Spatial steps per second and scripted-regression episodes per hour, before vs after, in one run.
 
-    MUJOCO_GL=egl .venv/bin/python benchmarks/bench_libero_steps.py [--steps 40] [--episodes 2] [--workers 2]
+    MUJOCO_GL=egl .venv/bin/python benchmarks/bench_libero_steps.py [--steps 80] [--repeats 3] [--episodes 2] [--workers 2]
 
 Before: LeRobot's env stepped as it comes (`lean_step: false`) and, with images, the fast profile drawing the
 full meshes. After: lean stepping (sgvla.libero.stepping: the same results bit for bit) and decimated render
@@ -68,17 +68,21 @@ def comparable(records: list[dict]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--repeats", type=int, default=3, help="before/after measurements, interleaved; medians")
     parser.add_argument("--episodes", type=int, default=2, help="seeds per task and mode")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     actions = expert_actions(0, args.steps)
-    print(f"## ms per step (task 0, {args.steps} expert steps, fast profile)\n")
+    print(f"## ms per step (task 0, {args.steps} expert steps, fast profile, median of {args.repeats} interleaved)\n")
     print("| step | before ms | after ms | before steps/s | after steps/s | speed-up | load avg |")
     print("|---|---|---|---|---|---|---|")
     for label, images in (("no images", False), ("two 128 px cameras", True)):
-        before = ms_per_step(actions, lean=False, images=images, decimated=False)
-        after = ms_per_step(actions, lean=True, images=images, decimated=True)
+        # Before and after alternate, and medians are compared: a load that changes during the run (a 2-core
+        # machine shared with other work) then weighs on both alike, not on whichever ran second.
+        runs = [(ms_per_step(actions, lean=False, images=images, decimated=False),
+                 ms_per_step(actions, lean=True, images=images, decimated=True)) for _ in range(args.repeats)]
+        before, after = (float(np.median(side)) for side in zip(*runs))
         print(f"| {label} | {before:.1f} | {after:.1f} | {1000 / before:.1f} | {1000 / after:.1f} | "
               f"{before / after:.2f}x | {load_average()} |", flush=True)
     print(f"\n## Scripted regression (expert, tasks 0 and 3, std + sg, {args.episodes} seeds, no images, "
