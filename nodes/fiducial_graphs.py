@@ -21,7 +21,8 @@ from std_msgs.msg import Header, String
 
 from sgvla.so101.hardware.calibration import load_camera_calibration
 from sgvla.so101.hardware.config import load_hardware_config
-from sgvla.so101.perception.fiducials import DEFAULT_MARKERS, load_marker_config
+from sgvla.paths import resolve_data_path
+from sgvla.so101.perception.fiducials import load_marker_config
 from sgvla.so101.perception.live import LivePerception, StreamImage
 from sgvla.so101.twin.pick_place import PickPlaceParams
 from sgvla_interfaces.msg import ObjectState, ObjectStates, SceneGraph
@@ -53,7 +54,7 @@ class FiducialGraphs(ResourceNode):
         super().__init__("fiducial_graphs", **kwargs)
         self.declare_parameter("config", "so101")  # rig: its cameras (names, depth, calibration files)
         self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to perceive with
-        self.declare_parameter("markers", str(DEFAULT_MARKERS))  # marker layout (config/perception/)
+        self.declare_parameter("markers", "config/perception/so101_markers.yaml")  # marker layout
         self.declare_parameter("rate_hz", 10.0)  # perception updates per second (newest frame of each camera)
         self.declare_parameter("use_depth", True)  # refine with aligned depth where the camera has it
         param = lambda name: self.get_parameter(name).value  # noqa: E731
@@ -64,7 +65,7 @@ class FiducialGraphs(ResourceNode):
             raise ValueError(f"fiducial_graphs: camera(s) {unknown} are not in the rig {param('config')} "
                              f"(it has {list(by_name)})")
         extrinsics = {n: load_camera_calibration(self.extrinsic_file(by_name[n])) for n in param("cameras")}
-        self.live = LivePerception(load_marker_config(param("markers")), extrinsics, CLOSED_BELOW)
+        self.live = LivePerception(load_marker_config(resolve_data_path(param("markers"))), extrinsics, CLOSED_BELOW)
         self.images: dict[str, Image] = {}
         self.depths: dict[str, Image] = {}
         self.done: dict[str, tuple[int, int]] = {}  # stamp of the last image perceived, per camera
