@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sgvla.core.state import Boxes, SceneState
 from sgvla.scene_graph import Camera, Graph, ViewGraph
 from sgvla.so101.hardware.calibration import CameraCalibration
 from sgvla.so101.kinematics import Kinematics
 from sgvla.so101.perception.fiducials import MarkerConfig
 from sgvla.so101.perception.poses import (
-    CameraFrame, CameraModel, FiducialPerception, ObjectPose, camera_pose, graphs_from_poses,
+    CameraFrame, CameraModel, FiducialPerception, ObjectPose, camera_pose, graphs_from_poses, object_geoms,
 )
 
 GRIPPER_FRAME = "gripper_frame_link"  # the link a carried object follows
@@ -94,6 +95,21 @@ class LivePerception:
             return {name: ViewGraph(name, Graph.of([]), {}) for name in cameras}
         graphs = graphs_from_poses(poses, self.markers, cameras, task)
         return {name: upright_boxes(view, cameras[name].height) for name, view in graphs.items()}
+
+    def scene(self, poses: Mapping[str, ObjectPose], task: str, joints: Mapping[str, float]) -> SceneState:
+        """The scene as perceived: the tracked objects (positions, their configured extents as boxes and obstacles),
+        the cameras of the last update, the gripper frame by forward kinematics at ``joints`` (radians); what a
+        scripted policy reads in place of the simulator's privileged scene."""
+        names = [n for n in self.markers.objects if n in poses]
+        geoms = object_geoms(poses, self.markers, names)
+        gripper = self.kinematics.link_pose(GRIPPER_FRAME, joints)
+        cameras = {name: Camera(name, self.models[name].K, pose, self.models[name].width, self.models[name].height)
+                   for name, pose in self.world_from_camera.items()}
+        return SceneState(
+            objects=tuple(names), positions=np.array([poses[n].position for n in names]).reshape(-1, 3), geoms=geoms,
+            cameras=cameras, eef_pos=gripper[:3, 3].copy(), eef_mat=gripper[:3, :3].copy(),
+            gripper_qpos=np.array([float(joints["gripper"])]), task=task,
+            obstacles=Boxes(np.arange(len(names)), geoms.centers[0], geoms.rotations[0], geoms.half_sizes))
 
     def reset(self) -> None:
         self.perception.reset()
