@@ -34,6 +34,16 @@ class SuiteConfig(Choice, kind="suite"):
     in_process: ClassVar[bool] = True  # whether `sgvla eval` can run it in process (a physical arm runs over topics)
     images_rotated_180: ClassVar[bool] = False  # its backend stores camera images turned 180 degrees (LIBERO's)
 
+    @property
+    def knows_objects(self) -> bool:
+        """Whether policies that read object positions (the scene) can run on it: the privileged scene, or
+        perception."""
+        return self.privileged_scene
+
+    def setup_hint(self) -> str:
+        """How to give it what a refused plan asks for (a live graph, object positions), or empty."""
+        return ""
+
     def perturbations(self) -> list[str] | None:
         """The perturbation names this suite understands; None: any file of config/perturbations."""
         return None

@@ -43,6 +43,21 @@ def upright_boxes(view: ViewGraph, height: int) -> ViewGraph:
     return ViewGraph(view.camera, view.graph, boxes)
 
 
+def perceived_scene(poses: Mapping[str, ObjectPose], markers: MarkerConfig, kinematics: Kinematics,
+                    joints: Mapping[str, float], task: str, cameras: Mapping[str, Camera] | None = None) -> SceneState:
+    """The scene as perceived: the tracked objects (positions, their configured extents as boxes and obstacles), the
+    gripper frame by forward kinematics at ``joints`` (radians); what a scripted policy reads in place of the
+    simulator's privileged scene."""
+    names = [n for n in markers.objects if n in poses]
+    geoms = object_geoms(poses, markers, names)
+    gripper = kinematics.link_pose(GRIPPER_FRAME, joints)
+    return SceneState(
+        objects=tuple(names), positions=np.array([poses[n].position for n in names]).reshape(-1, 3), geoms=geoms,
+        cameras=dict(cameras or {}), eef_pos=gripper[:3, 3].copy(), eef_mat=gripper[:3, :3].copy(),
+        gripper_qpos=np.array([float(joints["gripper"])]), task=task,
+        obstacles=Boxes(np.arange(len(names)), geoms.centers[0], geoms.rotations[0], geoms.half_sizes))
+
+
 class LivePerception:
     """Poses and graphs from the cameras' newest frames; a camera takes part once its intrinsics are known
     (:meth:`set_intrinsics`), a camera on a moving link once joint states are given too."""
@@ -97,19 +112,10 @@ class LivePerception:
         return {name: upright_boxes(view, cameras[name].height) for name, view in graphs.items()}
 
     def scene(self, poses: Mapping[str, ObjectPose], task: str, joints: Mapping[str, float]) -> SceneState:
-        """The scene as perceived: the tracked objects (positions, their configured extents as boxes and obstacles),
-        the cameras of the last update, the gripper frame by forward kinematics at ``joints`` (radians); what a
-        scripted policy reads in place of the simulator's privileged scene."""
-        names = [n for n in self.markers.objects if n in poses]
-        geoms = object_geoms(poses, self.markers, names)
-        gripper = self.kinematics.link_pose(GRIPPER_FRAME, joints)
+        """The scene as perceived (see :func:`perceived_scene`), with the cameras of the last update."""
         cameras = {name: Camera(name, self.models[name].K, pose, self.models[name].width, self.models[name].height)
                    for name, pose in self.world_from_camera.items()}
-        return SceneState(
-            objects=tuple(names), positions=np.array([poses[n].position for n in names]).reshape(-1, 3), geoms=geoms,
-            cameras=cameras, eef_pos=gripper[:3, 3].copy(), eef_mat=gripper[:3, :3].copy(),
-            gripper_qpos=np.array([float(joints["gripper"])]), task=task,
-            obstacles=Boxes(np.arange(len(names)), geoms.centers[0], geoms.rotations[0], geoms.half_sizes))
+        return perceived_scene(poses, self.markers, self.kinematics, joints, task, cameras)
 
     def reset(self) -> None:
         self.perception.reset()
