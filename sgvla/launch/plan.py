@@ -203,6 +203,8 @@ SO101_EVAL_TOPICS = (
           ("arm_policy",), "perception=true: the perceived objects' graph (source=fiducial), the live graph of graph "
                            "modes"),
     PERCEPTION_OBJECTS_EVAL,
+    Topic("task", "std_msgs/msg/String", "latched", "", ("arm_policy",), ("fiducial_graphs",),
+          "the running episode's prompt (fiducial_graphs' relation rules key on it)"),
     Topic("eval/operator", "std_msgs/msg/String", "latched", "", ("arm_policy",), (),
           "the operator's lines: `confirm episode N: <task, perturbation, policy, seed; the mode unless blind>`, "
           "`running episode N`, `verdict episode N: ...`, `recorded episode N: ...`, refusals of bad input"),
@@ -220,7 +222,8 @@ SO101_EVAL_NODE_ROLES = {
     "so101_arm": HARDWARE_NODE_ROLES["so101_arm"],
     "camera": "one rig camera (with cameras=true): image, camera_info",
     "arm_policy": "serves run_episode on the arm: home pose at bounded speed, the operator's confirm, the episode "
-                  "engine at the control rate on joint states, the operator's verdict; returns the record",
+                  "engine at the control rate on joint states (with perception: the perceived objects and graph), "
+                  "the operator's verdict; returns the record",
     "fiducial_graphs": HARDWARE_NODE_ROLES["fiducial_graphs"],
     "evaluator": NODE_ROLES["evaluator"] + " (counterbalanced order; invalid verdicts redone at once)",
     "bag_recorder": NODE_ROLES["bag_recorder"],
