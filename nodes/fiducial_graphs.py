@@ -133,7 +133,7 @@ class FiducialGraphs(ResourceNode):
         graphs = self.live.graphs(poses, self.task)
         self.elapsed += time.perf_counter() - start
         self.counts["updates"] += 1
-        self.counts["frames"] += len(self.live.world_from_camera)
+        self.counts["frames"] += len(streams)
         header = Header(stamp=newest, frame_id=FRAME)
         for name, view in graphs.items():
             msg = scene_graph_msg(view, header)

@@ -19,7 +19,7 @@ import numpy as np
 from sgvla.core.state import Boxes, SceneState
 from sgvla.scene_graph import Camera, Graph, ViewGraph
 from sgvla.so101.hardware.calibration import CameraCalibration
-from sgvla.so101.kinematics import Kinematics
+from sgvla.so101.kinematics import BASE_LINK, Kinematics
 from sgvla.so101.perception.fiducials import MarkerConfig
 from sgvla.so101.perception.poses import (
     CameraFrame, CameraModel, FiducialPerception, ObjectPose, camera_pose, graphs_from_poses, object_geoms,
@@ -87,23 +87,23 @@ class LivePerception:
 
     def update(self, time_s: float, images: Mapping[str, StreamImage],
                joints: Mapping[str, float] | None) -> dict[str, ObjectPose]:
-        """Tracked poses after this instant's images (cameras without intrinsics, or on a moving link without joint
-        states, are left out); ``joints`` in radians by URDF joint name."""
+        """Tracked poses after this instant's images (those of cameras without intrinsics, or on a moving link
+        without joint states, are left out); ``images`` may hold only the cameras with a new frame. ``joints`` in
+        radians by URDF joint name."""
         frames = []
-        self.world_from_camera = {}
-        for name, stream in images.items():
-            model = self.models.get(name)
-            if model is None or (joints is None and model.parent_frame != "base_link"):
+        self.world_from_camera = {}  # every camera whose place is known now: graphs are made for each
+        for name, model in self.models.items():
+            if joints is None and model.parent_frame != BASE_LINK:
                 continue
-            pose = camera_pose(model, self.kinematics, joints)
-            frames.append(CameraFrame(model, stream.image, pose, stream.depth))
-            self.world_from_camera[name] = pose
+            pose = self.world_from_camera[name] = camera_pose(model, self.kinematics, joints)
+            if name in images:
+                frames.append(CameraFrame(model, images[name].image, pose, images[name].depth))
         gripper = self.kinematics.link_pose(GRIPPER_FRAME, joints) if joints is not None else None
         closed = joints is not None and joints.get("gripper", np.inf) < self.gripper_closed_below
         return self.perception.update(time_s, frames, gripper, closed)
 
     def graphs(self, poses: Mapping[str, ObjectPose], task: str) -> dict[str, ViewGraph]:
-        """Per camera of the last update, the perceived objects' graph and boxes (upright image rows)."""
+        """Per camera placed in the last update, the perceived objects' graph and boxes (upright image rows)."""
         cameras = {name: Camera(name, self.models[name].K, pose, self.models[name].width, self.models[name].height)
                    for name, pose in self.world_from_camera.items()}
         if not poses:
