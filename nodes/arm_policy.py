@@ -14,6 +14,14 @@ nothing judges success, so an episode is the operator's protocol (`sgvla.so101.h
 4. the operator's verdict on `eval/verdict`: ``success|failure|invalid [note]``. The record (verdict, its source,
    note, home-pose error, the phases' durations) is the action's result; an invalid one is redone by the evaluator.
 
+Perception (the suite's ``perception: true``, `sgvla launch so101_eval perception=true`): the live graph of graph
+modes is the newest ``scene_graph/<view>`` of source fiducial (boxes from ``perception/objects``), and policies that
+read the scene (prompt_grounded, expert) get the scene as perceived: the objects of ``perception/objects`` with
+their configured extents and the gripper frame by forward kinematics at the joint states (never a simulator's
+state); they drive the suite's pick-and-place controller, whose joint goals (radians) are converted to the arm's
+units. Perception older than ``perception_timeout_s`` is an infrastructure failure. The prompt goes out on ``task``
+(latched) for fiducial_graphs' relation rules.
+
 The keyboard: when the node's stdin is a terminal (`sgvla launch so101_eval` in a terminal hands it on; `ros2
 launch` gives nodes none) and `keyboard` is true, lines typed there count as well: Enter (or start) confirms,
 stop stops, anything else is a verdict (its source: keyboard). Operator text that is none of these is refused on
@@ -38,10 +46,15 @@ from sgvla.core.episode import Episode, EpisodeKey, EpisodeRecord, Infrastructur
 from sgvla.core.protocols import Step
 from sgvla.core.state import Observation
 from sgvla.eval.suite import SuiteConfig
+from sgvla.paths import resolve_data_path
 from sgvla.policies.registry import PolicyConfig
-from sgvla.scene_graph import load_ontology
+from sgvla.scene_graph import Graph, ViewGraph, load_ontology
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
+from sgvla.so101.kinematics import Kinematics, quaternion_matrix, transform
+from sgvla.so101.perception.fiducials import load_marker_config
+from sgvla.so101.perception.live import perceived_scene
+from sgvla.so101.perception.poses import ObjectPose
 from sgvla.so101.hardware.protocol import (
     NoGraph,
     OperatorInputError,
@@ -54,9 +67,46 @@ from sgvla.so101.hardware.protocol import (
     verdict_facts,
 )
 from sgvla_interfaces.action import RunEpisode
+from sgvla_interfaces.msg import ObjectStates, SceneGraph
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node, sleep
 from sgvla_ros.state_io import record_msg, values_of
+
+
+FIDUCIAL = "fiducial"  # SceneGraph.source of fiducial_graphs' graphs
+
+
+class PerceivedGraph:
+    """The graph source of an episode on the arm with perception: the newest fiducial graph of the view, with the
+    boxes perception/objects gives for that camera."""
+
+    name = FIDUCIAL
+
+    def __init__(self, node: "ArmPolicy") -> None:
+        self.node = node
+        self.graphs = 0
+
+    def reset(self) -> None:
+        self.graphs = 0
+
+    def view_graph(self, view, observation, scene, task) -> ViewGraph:
+        msg = self.node.fresh(self.node.graphs.get(view), f"scene_graph/{view}")
+        objects = self.node.fresh(self.node.objects, "perception/objects")
+        boxes = {}
+        for obj in objects.objects:
+            if view in obj.camera_names:
+                i = list(obj.camera_names).index(view)
+                if obj.visible_in[i]:
+                    boxes[obj.name] = tuple(int(v) for v in obj.boxes[4 * i:4 * i + 4])
+        self.graphs += 1
+        return ViewGraph(view, Graph.of([(t.subject, t.relation, t.object) for t in msg.triplets]),
+                         {n: boxes.get(n, (0, 0, 0, 0)) for n in msg.objects})
+
+    def stats(self) -> dict:
+        return {"graphs": self.graphs}
+
+    def close(self) -> None:
+        pass
 
 
 class ArmPolicy(Node):
@@ -65,7 +115,15 @@ class ArmPolicy(Node):
         self.declare_parameter("config", "so101")  # rig: its safety limits bound the home goals too
         self.declare_parameter("joint_timeout_s", 5.0)  # no joint state for this long: an infrastructure failure
         self.declare_parameter("keyboard", True)  # also read the operator's lines from stdin when it is a terminal
+        self.declare_parameter("markers", "config/perception/so101_markers.yaml")  # objects' extents (perception)
+        self.declare_parameter("perception_timeout_s", 1.0)  # perceived objects or graph older: infrastructure failure
         param = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.markers = load_marker_config(resolve_data_path(param("markers")))
+        self.perception_timeout_s = float(param("perception_timeout_s"))
+        self.kinematics = Kinematics()
+        self.radians: dict[str, float] = {}  # the latest joint state as published (forward kinematics)
+        self.objects = None  # (arrival time, ObjectStates) of perception/objects
+        self.graphs: dict[str, tuple[float, SceneGraph]] = {}  # view -> (arrival time, the newest fiducial graph)
         self.safety = load_hardware_config(param("config")).safety
         self.joint_timeout_s = float(param("joint_timeout_s"))
         self.joints: dict[str, float] | None = None  # the latest state, LeRobot units
@@ -76,6 +134,11 @@ class ArmPolicy(Node):
         self.busy = False
         self.command_pub = self.create_publisher(JointState, "joint_commands", QOS["commands"])
         self.operator_pub = self.create_publisher(String, "eval/operator", QOS["latched"])
+        self.task_pub = self.create_publisher(String, "task", QOS["latched"])
+        self.create_subscription(ObjectStates, "perception/objects",
+                                 lambda m: setattr(self, "objects", (time.monotonic(), m)), QOS["reliable"])
+        for view in ("agentview", "wrist"):  # the so101_hardware suite's views
+            self.create_subscription(SceneGraph, f"scene_graph/{view}", self.on_graph, QOS["reliable"])
         self.create_subscription(JointState, "joint_states", self.on_joints, QOS["sensor"])
         self.create_subscription(String, "eval/confirm", self.on_confirm, QOS["reliable"])
         self.create_subscription(String, "eval/verdict", self.on_verdict, QOS["reliable"])
@@ -95,7 +158,30 @@ class ArmPolicy(Node):
 
     def on_joints(self, msg: JointState) -> None:
         self.joints = from_radians(msg.name, msg.position)
+        self.radians = dict(zip(msg.name, (float(p) for p in msg.position)))
         self.joints_at = time.monotonic()
+
+    def on_graph(self, msg: SceneGraph) -> None:
+        if msg.source == FIDUCIAL:
+            self.graphs[msg.camera] = (time.monotonic(), msg)
+
+    def fresh(self, received, topic: str):
+        """The message of (arrival time, message), or an infrastructure failure when there is none this recent."""
+        if received is None or time.monotonic() - received[0] > self.perception_timeout_s:
+            raise InfrastructureFailure(f"no {topic} within perception_timeout_s={self.perception_timeout_s:g} "
+                                        "(is fiducial_graphs running? `sgvla launch so101_eval perception=true`)")
+        return received[1]
+
+    def perceived(self, task: str):
+        """The scene as perceived now (perception/objects, forward kinematics at the joint states)."""
+        self.present()
+        poses = {}
+        for obj in self.fresh(self.objects, "perception/objects").objects:
+            if obj.name in self.markers.objects:
+                q, p = obj.pose.orientation, obj.pose.position
+                poses[obj.name] = ObjectPose(obj.name, transform(quaternion_matrix([q.x, q.y, q.z, q.w]),
+                                                                 [p.x, p.y, p.z]), 0.0, 0, 0.0)
+        return perceived_scene(poses, self.markers, self.kinematics, self.radians, task)
 
     def on_confirm(self, msg: String) -> None:
         try:
@@ -163,6 +249,13 @@ class ArmPolicy(Node):
         if suite.privileged_scene or suite.in_process:
             raise ValueError(f"arm_policy runs suites of a physical arm (so101_hardware), not {suite.type!r}")
         policy = self.policy(goal, suite)
+        reads_scene = PolicyConfig.choice(goal.policy_type).needs_scene
+        if reads_scene and not suite.knows_objects:
+            raise ValueError(f"policy {goal.policy_type} reads object positions, which the suite does not know as "
+                             f"configured{suite.setup_hint()}")
+        info = suite.episode_info(key.task_id, key.perturbation) if reads_scene else {}
+        if reads_scene:  # the controller's IK model is compiled now (seconds), not in the first control tick
+            info["pick_place"](*info["goal"])
         period = 1.0 / suite.control_rate_hz
         timings = {}
         started = time.monotonic()
@@ -181,15 +274,22 @@ class ArmPolicy(Node):
 
         self.say(f"running episode {goal.episode} (stop: publish stop on eval/confirm{self.or_keys})")
         max_steps = int(goal.max_steps) or suite.max_steps
-        engine = Episode(key, policy, ContextMode.choice(key.mode)(), NoGraph(), load_ontology(suite.ontology),
-                         view=goal.view, max_steps=max_steps)
+        source = PerceivedGraph(self) if suite.perception else NoGraph()
+        engine = Episode(key, policy, ContextMode.choice(key.mode)(), source, load_ontology(suite.ontology),
+                         view=goal.view, max_steps=max_steps, info=info)
+        self.task_pub.publish(String(data=prompt))
         t = time.monotonic()
         stopped_by = "time limit"
-        engine.start(prompt, Step(self.observation(prompt), None))
+        scene = (lambda: self.perceived(prompt)) if reads_scene else (lambda: None)  # noqa: E731
+        engine.start(prompt, Step(self.observation(prompt), scene()))
         next_tick = time.monotonic()
         while not engine.done:
-            action = engine.act(Step(self.observation(prompt), None))
-            self.command(dict(zip(JOINTS, (float(a) for a in action), strict=True)))
+            action = engine.act(Step(self.observation(prompt), scene()))
+            # the pick-and-place controller's goals are radians (URDF joints); other policies act in the arm's units
+            if reads_scene:
+                self.command(from_radians(JOINTS, action))
+            else:
+                self.command(dict(zip(JOINTS, (float(a) for a in action), strict=True)))
             next_tick += period
             await sleep(self, max(next_tick - time.monotonic(), 0.001))
             operator_stop = "stop" in self.confirms or bool(self.verdicts)

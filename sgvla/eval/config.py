@@ -99,12 +99,13 @@ class EvalConfig:
             graphed = [m for m in self.modes if ContextMode.choice(m).uses_graph]
             if graphed:
                 raise ValueError(f"modes {graphed} read a live scene graph, which the {self.suite.type} suite has no "
-                                 "source of yet (no perception on the arm); use modes=[standard]")
-        if not self.suite.privileged_scene:
+                                 f"source of as configured{self.suite.setup_hint()}; use modes=[standard]")
+        if not self.suite.knows_objects:
             scened = [p.type for p in self.policies if p.needs_scene]
             if scened:
-                raise ValueError(f"policies {scened} read the privileged scene (object positions), which the "
-                                 f"{self.suite.type} suite does not know; use a policy that reads joint states (hold)")
+                raise ValueError(f"policies {scened} read the scene (object positions), which the {self.suite.type} "
+                                 f"suite does not know as configured{self.suite.setup_hint()}; use a policy that "
+                                 "reads joint states (hold)")
         learned = [p.type for p in self.policies if p.learned]
         if learned and not self.suite.learned_policies:
             raise ValueError(f"the {self.suite.type} suite runs scripted policies only; not supported: {learned}")

@@ -39,6 +39,16 @@ class SuiteConfig(Choice, kind="suite"):
         hold images: the one place `images_rotated_180` is applied to an image in process (a view, never a copy)."""
         return image[::-1, ::-1] if self.images_rotated_180 else image
 
+    @property
+    def knows_objects(self) -> bool:
+        """Whether policies that read object positions (the scene) can run on it: the privileged scene, or
+        perception."""
+        return self.privileged_scene
+
+    def setup_hint(self) -> str:
+        """How to give it what a refused plan asks for (a live graph, object positions), or empty."""
+        return ""
+
     def perturbations(self) -> list[str] | None:
         """The perturbation names this suite understands; None: any file of config/perturbations."""
         return None

@@ -30,6 +30,7 @@ EXECUTABLES = {
     "dataset_recorder": "dataset_recorder",
     "arm_policy": "arm_policy",
     "so101_policy": "so101_policy",
+    "fiducial_graphs": "fiducial_graphs",
 }
 
 

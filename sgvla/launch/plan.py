@@ -126,11 +126,17 @@ NODE_ROLES = {
 OTHER_ENDPOINTS = {"bag_recorder": ("-", "every topic (or its `topics`)"),
                    "vlm_query": ("`scene_graph` (parameter `topic`)", "`image` (parameter `image_topic`)")}
 
+PERCEPTION_OBJECTS = Topic(
+    "perception/objects", "sgvla_interfaces/msg/ObjectStates", "reliable", "base_link", ("fiducial_graphs",), (),
+    "perception=true: each tracked object's pose from the cameras' fiducial markers (kept through short occlusions, "
+    "following the closed gripper while carried), its configured extent's box, per camera whether it shows and its "
+    "box")
+
 # The hardware launch's graph (`hardware`): the SO101 rig, or its MuJoCo twin speaking the same topics.
 # Its own table: TOPICS/NODE_ROLES describe sim_eval (the README's table and sim_eval's graph check).
 HARDWARE_TOPICS = (
     Topic("joint_states", "sensor_msgs/msg/JointState", "sensor", "", ("so101_arm", "so101_twin"),
-          ("dataset_recorder",), "follower joints (URDF names), radians; the gripper's 0..100 % mapped onto its "
+          ("dataset_recorder", "fiducial_graphs"), "follower joints (URDF names), radians; the gripper's 0..100 % mapped onto its "
                                  "URDF limits; at the rig's control rate"),
     Topic("joint_commands", "sensor_msgs/msg/JointState", "commands", "", (), ("so101_arm", "so101_twin"),
           "goals in radians, any subset of joints; clamped to the limits, at most max_step per tick ahead, held "
@@ -139,17 +145,22 @@ HARDWARE_TOPICS = (
           ("so101_arm", "so101_twin", "dataset_recorder"), "the leader arm's joints (radians): teleoperation goals "
                                                            "and the dataset's action"),
     Topic("{camera}/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera", "so101_twin"),
-          ("dataset_recorder",), "rgb8 at the camera's fps (twin: rendered upright)"),
+          ("dataset_recorder", "fiducial_graphs"), "rgb8 at the camera's fps (twin: rendered upright)"),
     Topic("{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame",
-          ("camera", "so101_twin"), (), "intrinsics at the stream's resolution (calibration file; twin: the model's)"),
+          ("camera", "so101_twin"), ("fiducial_graphs",), "intrinsics at the stream's resolution (calibration file; "
+                                                          "twin: the model's)"),
     Topic("{camera}/depth/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
-          ("camera", "so101_twin"), ("dataset_recorder",), "depth cameras only: 16UC1 millimetres, pixel-aligned "
-                                                           "with color"),
+          ("camera", "so101_twin"), ("dataset_recorder", "fiducial_graphs"), "depth cameras only: 16UC1 millimetres, "
+                                                                             "pixel-aligned with color"),
     Topic("{camera}/depth/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame",
           ("camera", "so101_twin"), (), "depth cameras only: the color camera's intrinsics"),
-    Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world", ("so101_twin",), (),
-          "twin only: ground-truth graph of the camera's visible objects (source=ground_truth)"),
-    Topic("task", "std_msgs/msg/String", "latched", "", ("so101_twin",), ("dataset_recorder",),
+    Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world / base_link",
+          ("so101_twin", "fiducial_graphs"), (),
+          "the camera's visible objects' graph: the twin's ground truth (source=ground_truth, world); with "
+          "perception=true the perceived objects' (source=fiducial, base_link), by the same projection and relation "
+          "rules"),
+    PERCEPTION_OBJECTS,
+    Topic("task", "std_msgs/msg/String", "latched", "", ("so101_twin",), ("dataset_recorder", "fiducial_graphs"),
           "twin only: the task prompt of its task_id (the recorder's task when `task` is empty)"),
     Topic("twin/reset", "std_msgs/msg/Int64", "reliable", "", ("dataset_recorder",), ("so101_twin",),
           "twin only: a seed; the objects are placed again and the arm goes to rest (the recorder sends one "
@@ -166,20 +177,34 @@ HARDWARE_NODE_ROLES = {
                   "plus ground-truth scene graphs and the task",
     "dataset_recorder": "record=DIR: joint states, goals and camera images sampled at the control rate into a "
                         "LeRobot dataset (the layout of `sgvla record`); the launch ends when it is done",
+    "fiducial_graphs": "perception=true: object poses from the cameras' fiducial markers (detection, PnP, depth, the "
+                       "wrist camera by forward kinematics, fusion, tracking) and each camera's graph of them",
 }
 
 # The evaluation on the physical arm (`so101_eval`, sim=false): the arm, the rig's cameras, the operator's protocol.
 # With sim=true so101_eval is sim_eval's graph on the twin (TOPICS, NODE_ROLES).
+PERCEPTION_OBJECTS_EVAL = Topic(
+    PERCEPTION_OBJECTS.name, PERCEPTION_OBJECTS.type, PERCEPTION_OBJECTS.qos, PERCEPTION_OBJECTS.frame_id,
+    PERCEPTION_OBJECTS.publishers, ("arm_policy",), PERCEPTION_OBJECTS.what + "; policies that read object positions "
+                                                                             "(prompt_grounded) read them")
 SO101_EVAL_TOPICS = (
-    Topic("joint_states", "sensor_msgs/msg/JointState", "sensor", "", ("so101_arm",), ("arm_policy",),
+    Topic("joint_states", "sensor_msgs/msg/JointState", "sensor", "", ("so101_arm",), ("arm_policy", "fiducial_graphs"),
           "follower joints (URDF names), radians, at the rig's control rate; arm_policy's robot state"),
     Topic("joint_commands", "sensor_msgs/msg/JointState", "commands", "", ("arm_policy",), ("so101_arm",),
           "the home pose's goals (at most home_step_deg per tick) and the policy's; clamped to the limits, at most "
           "max_step per tick ahead, held after command_timeout_s without one"),
-    Topic("{camera}/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera",), (),
-          "rgb8 at the camera's fps (for recording; policies that read images come with learned SO101 policies)"),
+    Topic("{camera}/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera",),
+          ("fiducial_graphs",), "rgb8 at the camera's fps (perception, recording)"),
     Topic("{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame", ("camera",),
-          (), "intrinsics at the stream's resolution"),
+          ("fiducial_graphs",), "intrinsics at the stream's resolution"),
+    Topic("{camera}/depth/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera",),
+          ("fiducial_graphs",), "depth cameras only: 16UC1 millimetres, pixel-aligned with color"),
+    Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "base_link", ("fiducial_graphs",),
+          ("arm_policy",), "perception=true: the perceived objects' graph (source=fiducial), the live graph of graph "
+                           "modes"),
+    PERCEPTION_OBJECTS_EVAL,
+    Topic("task", "std_msgs/msg/String", "latched", "", ("arm_policy",), ("fiducial_graphs",),
+          "the running episode's prompt (fiducial_graphs' relation rules key on it)"),
     Topic("eval/operator", "std_msgs/msg/String", "latched", "", ("arm_policy",), (),
           "the operator's lines: `confirm episode N: <task, perturbation, policy, seed; the mode unless blind>`, "
           "`running episode N`, `verdict episode N: ...`, `recorded episode N: ...`, refusals of bad input"),
@@ -197,7 +222,9 @@ SO101_EVAL_NODE_ROLES = {
     "so101_arm": HARDWARE_NODE_ROLES["so101_arm"],
     "camera": "one rig camera (with cameras=true): image, camera_info",
     "arm_policy": "serves run_episode on the arm: home pose at bounded speed, the operator's confirm, the episode "
-                  "engine at the control rate on joint states, the operator's verdict; returns the record",
+                  "engine at the control rate on joint states (with perception: the perceived objects and graph), "
+                  "the operator's verdict; returns the record",
+    "fiducial_graphs": HARDWARE_NODE_ROLES["fiducial_graphs"],
     "evaluator": NODE_ROLES["evaluator"] + " (counterbalanced order; invalid verdicts redone at once)",
     "bag_recorder": NODE_ROLES["bag_recorder"],
 }
@@ -273,6 +300,8 @@ ARGUMENTS: dict[str, tuple[Argument, ...]] = {
         Argument("episode_time_s", "60.0", "seconds after which an episode is saved"),
         Argument("reset_time_s", "10.0", "with auto_start: seconds between episodes"),
         Argument("auto_start", "false", "start episodes without a record_control 'start'"),
+        Argument("perception", "false", "true: fiducial_graphs: object poses and graphs (source=fiducial) from the "
+                                        "cameras' fiducial markers"),
         Argument("params_file", "config/ros/hardware.yaml", "ROS 2 parameter file of the nodes"),
     ),
     "so101_eval": (
@@ -287,6 +316,8 @@ ARGUMENTS: dict[str, tuple[Argument, ...]] = {
         Argument("agentview", "agentview", "hardware: rig camera name of the agent view"),
         Argument("wrist", "wrist", "hardware: rig camera name of the wrist view"),
         Argument("record", "", "rosbag2 folder (MCAP) to record every topic into; empty: no recording"),
+        Argument("perception", "false", "hardware: fiducial_graphs (object poses and graphs from the cameras' "
+                                        "markers): what graph modes and the prompt-grounded policy read on the arm"),
         Argument("params_file", "", "ROS 2 parameter file of the nodes; empty: config/ros/sim_eval.yaml with sim, "
                                     "config/ros/so101_eval.yaml without"),
     ),
@@ -384,6 +415,8 @@ def _hardware(a: dict[str, str]) -> Plan:
                   for view in ("agentview", "wrist")]
     if teleop:
         nodes.append(NodeSpec("so101_leader", "so101_leader", {"config": config}))
+    if _truthy(a["perception"], "perception"):
+        nodes.append(NodeSpec("fiducial_graphs", "fiducial_graphs", {"config": config, "cameras": list(cameras)}))
     main = nodes[0].name  # without recording the launch runs until stopped (Ctrl-C) or the arm faults
     record = a["record"].strip()
     if record:
@@ -429,6 +462,9 @@ def _so101_eval(a: dict[str, str]) -> Plan:
                          f"runs {want} plans (sim=true: the twin, sim=false: the arm)")
     params = a["params_file"].strip() or f"config/ros/{'sim_eval' if sim else 'so101_eval'}.yaml"
     if sim:
+        if _truthy(a["perception"], "perception"):
+            raise ValueError("argument perception: so101_eval sim=true runs the twin on its ground truth (sim_eval's "
+                             "nodes); perception=true is for the arm (sim=false)")
         twin = _sim_eval({"eval_config": eval_config, "eval_overrides": a["eval_overrides"],
                           "output_dir": a["output_dir"], "params_file": params, "stepping": "lockstep",
                           "render_images": "auto", "record": a["record"]})
@@ -439,6 +475,9 @@ def _so101_eval(a: dict[str, str]) -> Plan:
     if _truthy(a["cameras"], "cameras"):
         nodes += [NodeSpec(f"{view}_camera", "camera", {"config": config, "camera": a[view]})
                   for view in ("agentview", "wrist")]
+    if _truthy(a["perception"], "perception"):
+        nodes.append(NodeSpec("fiducial_graphs", "fiducial_graphs", {
+            "config": config, "cameras": [a["agentview"], a["wrist"]]}))
     nodes.append(NodeSpec("arm_policy", "arm_policy", {"config": config}))
     record = a["record"].strip()
     if record:

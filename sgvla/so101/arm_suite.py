@@ -4,19 +4,30 @@ The tasks and perturbation sets are the twin's (config/twin/so101_tabletop.yaml,
 the operator sets the real scene as the task and perturbation describe. Episodes run over the arm's topics only
 (`sgvla launch so101_eval`, the `arm_policy` node): the arm returns home at bounded speed, the operator confirms the
 scene, the policy runs until the time limit or an operator stop, and the operator's verdict is the result
-(`sgvla.so101.hardware.protocol`). There is no perception on the arm yet, so no graph source: plans on this suite
-run the standard mode (graph modes are refused when the plan loads), and policies that read the privileged scene
-(expert, prompt_grounded) cannot run here; scripted policies that read joint states can (`hold`).
+(`sgvla.so101.hardware.protocol`). Without perception nothing knows where the objects are, so plans run the
+standard mode (graph modes are refused when the plan loads) with policies that read joint states (`hold`). With
+``perception: true`` (and `sgvla launch so101_eval perception=true`, which starts `fiducial_graphs`) the live graph of
+graph modes is the perceived one (``scene_graph/<view>``, source fiducial) and policies that read the scene
+(expert, prompt_grounded) read the perceived objects (``perception/objects``), never the simulator's.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sgvla.eval.suite import SuiteConfig
 from sgvla.so101.hardware.joints import DEFAULT_LIMITS, JOINTS
+
+
+@functools.cache
+def _controller_factory():
+    """One per process: its IK model is compiled on first use, not again for every episode."""
+    from sgvla.so101.twin.pick_place import controller_factory
+
+    return controller_factory()
 
 
 def _default_home() -> dict[str, float]:
@@ -36,14 +47,15 @@ class So101HardwareSuite(SuiteConfig):
     home_step_deg: float = 2.0  # the largest goal change per control tick while homing (bounded speed)
     home_tolerance_deg: float = 3.0  # homed when every joint is this close
     home_timeout_s: float = 30.0  # not homed by then: the episode is an infrastructure failure
+    # fiducial_graphs runs (so101_eval perception=true): graph modes and policies that read object positions can run
+    perception: bool = False
 
     tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
     ontology: ClassVar[str] = "so101_tabletop"
     views: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
     learned_policies: ClassVar[bool] = False  # LeRobot checkpoints on the arm: issue 14.6
     image_graph_sources: ClassVar[bool] = False
-    graph_modes: ClassVar[bool] = False  # no perception on the arm yet: no live graph
-    privileged_scene: ClassVar[bool] = False  # nobody knows where the objects are
+    privileged_scene: ClassVar[bool] = False  # no simulator: what is known of the objects is perceived
     in_process: ClassVar[bool] = False  # runs over the arm's topics only
 
     def __post_init__(self) -> None:
@@ -58,6 +70,29 @@ class So101HardwareSuite(SuiteConfig):
         for name in ("episode_time_s", "control_rate_hz", "home_step_deg", "home_tolerance_deg", "home_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+    @property
+    def graph_modes(self) -> bool:
+        return self.perception
+
+    @property
+    def knows_objects(self) -> bool:
+        return self.perception
+
+    def setup_hint(self) -> str:
+        return "" if self.perception else (" (no perception: set the suite's `perception: true` and launch "
+                                           "`sgvla launch so101_eval perception=true`)")
+
+    def episode_info(self, task_id: int, perturbation: str) -> dict:
+        """What scripted policies read besides the scene: the task's goal (target, place), the table's centre and
+        the pick-and-place controller (the twin's IK on the arm's kinematics; it returns joint goals in radians)."""
+        from sgvla.so101.twin.config import TARGET, load_twin_config
+        from sgvla.so101.twin.perturbations import load_perturbations
+
+        config = load_twin_config()
+        layout = load_perturbations(perturbation, config).layout(config, task_id)
+        return {"goal": (TARGET, layout.place), "table_center": [*config.table_center_xy, 0.0],
+                "pick_place": _controller_factory()}
 
     @property
     def max_steps(self) -> int:

@@ -68,10 +68,13 @@ def test_the_hardware_plan_loads_counterbalanced_and_refuses_what_the_arm_cannot
     assert "bowl" in prompt and "swap" in perturbation
     with pytest.raises(ValueError, match="runs over the robot's topics"):
         check_in_process(cfg)
-    for overrides, message in [({"modes": ["standard", "scene_graph"]}, "no source of yet.*modes=\\[standard\\]"),
-                               ({"policies": [{"type": "prompt_grounded"}]}, "privileged scene.*hold"),
+    for overrides, message in [({"modes": ["standard", "scene_graph"]}, "no source of.*perception: true.*modes=\\[standard\\]"),
+                               ({"policies": [{"type": "prompt_grounded"}]}, "object positions.*perception=true.*hold"),
                                ({"suite.home": {"elbow": 1.0}}, "unknown joint.*elbow_flex"),
                                ({"suite.home": {"elbow_flex": 400.0}}, "outside the joint's limits"),
                                ({"suite.episode_time_s": 0}, "episode_time_s must be > 0")]:
         with pytest.raises(ConfigError, match=message):
             load_config(EvalConfig, PLAN, overrides)
+    perceived = load_config(EvalConfig, PLAN, {"suite.perception": True, "modes": ["standard", "scene_graph"],
+                                                "policies": [{"type": "prompt_grounded"}]})
+    assert perceived.suite.graph_modes and perceived.suite.knows_objects

@@ -36,8 +36,10 @@ def declared(executable: str) -> set[str]:
 VARIANTS = {  # launch arguments that between them start every node a launch can start
     "sim_eval": [{"record": ""}, {"record": "/tmp/never_written_bag"}],
     "hardware": [{}, {"teleop": "leader", "record": "/tmp/never_written_ds", "task": "t"},
-                 {"sim": "true", "teleop": "true", "record": "/tmp/never_written_ds"}, {"sim": "true"}],
+                 {"sim": "true", "teleop": "true", "record": "/tmp/never_written_ds"}, {"sim": "true"},
+                 {"sim": "true", "perception": "true"}],
     "so101_eval": [{}, {"record": "/tmp/never_written_bag", "cameras": "false"}, {"sim": "true"},
+                   {"perception": "true"},
                    {"sim": "true", "record": "/tmp/never_written_bag"}],
 }
 
@@ -302,6 +304,7 @@ def test_so101_eval_plans_the_arm_or_the_twin_and_documents_its_parameters():
 @pytest.mark.parametrize("args, message", [
     ({"sim": "true", "eval_config": "config/eval/so101_hardware.yaml"}, "is a so101_hardware plan.*runs so101_twin"),
     ({"eval_config": "config/eval/so101_twin.yaml"}, "is a so101_twin plan.*runs so101_hardware"),
+    ({"sim": "true", "perception": "true"}, "argument perception: .*for the arm"),
     ({"eval_config": "config/eval/default.yaml"}, "is a libero_spatial plan"),
     ({"cameras": "some"}, "true or false")])
 def test_bad_so101_eval_arguments(args, message):

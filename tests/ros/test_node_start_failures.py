@@ -107,4 +107,6 @@ def test_the_other_nodes_fail_on_bad_input_in_one_line(tmp_path, ros_env):
         "vla_policy": ("vla_policy", {"preload": "[sgvla.no_such_module]"},
                        r"ModuleNotFoundError: No module named 'sgvla.no_such_module'"),
         "scene_graph": ("scene_graph_node", {"ontology": "no_such_ontology"}, r"no_such_ontology"),
+        "fiducial_graphs": ("fiducial_graphs", {"cameras": ["agentview", "nope"]},
+                            r"ValueError: fiducial_graphs: camera\(s\) \['nope'\] are not in the rig so101"),
     }, ros_env)

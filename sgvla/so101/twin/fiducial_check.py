@@ -27,6 +27,7 @@ from sgvla.so101.hardware.calibration import load_camera_calibration
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.so101.kinematics import Kinematics
 from sgvla.so101.perception.fiducials import MarkerConfig
+from sgvla.so101.perception.live import GRIPPER_FRAME
 from sgvla.so101.perception.poses import (
     CameraFrame, CameraModel, FiducialPerception, ObjectPose, camera_pose, graphs_from_poses,
 )
@@ -36,7 +37,6 @@ from sgvla.so101.twin.scene import main_body
 from sgvla.so101.twin.twin import So101Twin
 
 STATUSES = ("seen", "held", "carried", "missing")
-GRIPPER_FRAME = "gripper_frame_link"
 
 
 @dataclass(frozen=True)

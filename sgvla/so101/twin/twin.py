@@ -22,6 +22,7 @@ import mujoco
 import numpy as np
 
 from sgvla.so101.hardware.joints import JOINTS
+from sgvla.so101.perception.live import upright_boxes
 from sgvla.scene_graph import ViewGraph, ground_truth_batch
 from sgvla.core.state import SceneState
 from sgvla.sim.mujoco_state import (
@@ -38,12 +39,6 @@ GRIPPER_SITE = "gripperframe"
 ON_TOP_TOLERANCE = 0.015  # metres between the bowl's underside and the top face
 FOOTPRINT_MARGIN = 0.01
 AT_REST_SPEED = 0.05  # m/s
-
-
-def upright_boxes(view: ViewGraph, height: int) -> ViewGraph:
-    """Boxes in the upright image (row 0 = top) instead of the projection's rows-from-the-bottom convention."""
-    boxes = {name: (x1, height - y2, x2, height - y1) for name, (x1, y1, x2, y2) in view.boxes.items()}
-    return ViewGraph(view.camera, view.graph, boxes)
 
 
 def without_markers(model: mujoco.MjModel, index: ObjectIndex) -> ObjectIndex:

@@ -1,0 +1,177 @@
+"""fiducial_graphs: object poses from the rig cameras' fiducial markers, and reference scene graphs from them.
+
+Subscribes to each camera's ``<camera>/image_raw`` and ``<camera>/camera_info`` (the stream's intrinsics), its
+``<camera>/depth/image_raw`` where the rig camera has depth (16UC1 millimetres, aligned to color; used when its
+stamp is the color image's), ``joint_states`` (radians: the wrist camera's pose by forward kinematics, the gripper's
+state for carried objects) and ``task`` (the prompt: the relation rules of drawer tasks). At ``rate_hz`` the newest
+frame of each camera goes through the perception library (`sgvla.so101.perception.live`: detection, PnP, depth,
+fusion, tracking) and it publishes ``perception/objects`` (ObjectStates in ``base_link``: each tracked object's pose,
+its configured extent's world-aligned box, per camera whether it shows and its box) and ``scene_graph/<camera>``
+(SceneGraph, ``source: fiducial``: the perceived objects' graph by the simulator's projection and relation rules).
+The cameras' extrinsics are their calibration files (the rig camera's ``calibration``; a twin camera's: the twin
+config's calibration of its device), as on the arm; nothing is read from a simulator.
+"""
+
+import time
+
+import numpy as np
+from geometry_msgs.msg import Point, Quaternion, Vector3
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Header, String
+
+from sgvla.so101.hardware.calibration import load_camera_calibration
+from sgvla.so101.hardware.config import load_hardware_config
+from sgvla.paths import resolve_data_path
+from sgvla.so101.perception.fiducials import load_marker_config
+from sgvla.so101.perception.live import LivePerception, StreamImage
+from sgvla.so101.twin.pick_place import PickPlaceParams
+from sgvla_interfaces.msg import ObjectState, ObjectStates, SceneGraph
+from sgvla_ros.graph_io import scene_graph_msg, upright_image_of
+from sgvla_ros.qos import QOS
+from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
+
+SOURCE = "fiducial"  # SceneGraph.source of these graphs (the message has no constant for it)
+FRAME = "base_link"
+# The gripper counts as closed below the middle of the scripted grasp's open and closed angles (radians).
+CLOSED_BELOW = (PickPlaceParams.open_angle + PickPlaceParams.closed_angle) / 2
+
+
+def depth_metres(msg: Image) -> np.ndarray:
+    if msg.encoding != "16UC1":
+        raise ValueError(f"expected a 16UC1 depth image (millimetres), got {msg.encoding!r}")
+    rows = np.frombuffer(bytes(msg.data), dtype="<u2" if not msg.is_bigendian else ">u2")
+    return rows.reshape(msg.height, msg.step // 2)[:, : msg.width].astype(np.float32) / 1000.0
+
+
+def quaternion_xyzw(rotation: np.ndarray) -> tuple[float, float, float, float]:
+    from scipy.spatial.transform import Rotation
+
+    return tuple(float(v) for v in Rotation.from_matrix(rotation).as_quat())
+
+
+class FiducialGraphs(ResourceNode):
+    def __init__(self, **kwargs):
+        super().__init__("fiducial_graphs", **kwargs)
+        self.declare_parameter("config", "so101")  # rig: its cameras (names, depth, calibration files)
+        self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to perceive with
+        self.declare_parameter("markers", "config/perception/so101_markers.yaml")  # marker layout
+        self.declare_parameter("rate_hz", 10.0)  # perception updates per second (newest frame of each camera)
+        self.declare_parameter("use_depth", True)  # refine with aligned depth where the camera has it
+        param = lambda name: self.get_parameter(name).value  # noqa: E731
+        rig = load_hardware_config(param("config"))
+        by_name = {c.name: c for c in rig.cameras}
+        unknown = [n for n in param("cameras") if n not in by_name]
+        if unknown:
+            raise ValueError(f"fiducial_graphs: camera(s) {unknown} are not in the rig {param('config')} "
+                             f"(it has {list(by_name)})")
+        extrinsics = {n: load_camera_calibration(self.extrinsic_file(by_name[n])) for n in param("cameras")}
+        self.live = LivePerception(load_marker_config(resolve_data_path(param("markers"))), extrinsics, CLOSED_BELOW)
+        self.images: dict[str, Image] = {}
+        self.depths: dict[str, Image] = {}
+        self.done: dict[str, tuple[int, int]] = {}  # stamp of the last image perceived, per camera
+        self.joints: dict[str, float] | None = None
+        self.task = ""
+        self.counts = {"updates": 0, "frames": 0}
+        self.elapsed = 0.0
+        use_depth = bool(param("use_depth"))
+        for name in param("cameras"):
+            self.create_subscription(Image, f"{name}/image_raw", lambda m, n=name: self.images.__setitem__(n, m),
+                                     QOS["sensor"])
+            self.create_subscription(CameraInfo, f"{name}/camera_info", lambda m, n=name: self.on_info(n, m),
+                                     QOS["sensor"])
+            if use_depth and by_name[name].depth:
+                self.create_subscription(Image, f"{name}/depth/image_raw",
+                                         lambda m, n=name: self.depths.__setitem__(n, m), QOS["sensor"])
+        self.create_subscription(JointState, "joint_states", self.on_joints, QOS["sensor"])
+        self.create_subscription(String, "task", lambda m: setattr(self, "task", m.data), QOS["latched"])
+        self.objects_pub = self.create_publisher(ObjectStates, "perception/objects", QOS["reliable"])
+        self.graph_pubs = {n: self.create_publisher(SceneGraph, f"scene_graph/{n}", QOS["reliable"])
+                           for n in param("cameras")}
+        self.create_timer(1.0 / positive_parameter(self, "rate_hz"), self.tick)
+        self.create_timer(5.0, self.report)
+        self.get_logger().info(f"fiducial perception on {list(param('cameras'))} at {param('rate_hz'):g} Hz, markers "
+                               f"{param('markers')}")
+
+    @staticmethod
+    def extrinsic_file(camera) -> str:
+        if camera.calibration:
+            return camera.calibration
+        if camera.source == "twin":
+            from sgvla.so101.twin.config import load_twin_config
+
+            config = load_twin_config()
+            files = {"agentview": config.agentview_calibration, "wrist": config.wrist_calibration}
+            if camera.device in files:
+                return files[camera.device]
+        raise ValueError(f"fiducial_graphs: camera {camera.name!r} has no calibration file (its extrinsic places "
+                         "it on the arm); set `calibration` in the rig config (`sgvla calibrate camera`)")
+
+    def on_info(self, name: str, msg: CameraInfo) -> None:
+        self.live.set_intrinsics(name, np.array(msg.k), np.array(msg.d), msg.width, msg.height)
+
+    def on_joints(self, msg: JointState) -> None:
+        self.joints = dict(zip(msg.name, (float(p) for p in msg.position)))
+
+    def tick(self) -> None:
+        if not self.context.ok():
+            return
+        streams, newest = {}, None
+        for name, msg in self.images.items():
+            key = (msg.header.stamp.sec, msg.header.stamp.nanosec)
+            if self.done.get(name) == key:
+                continue
+            self.done[name] = key
+            depth = self.depths.get(name)
+            same = depth is not None and depth.header.stamp == msg.header.stamp
+            streams[name] = StreamImage(upright_image_of(msg), depth_metres(depth) if same else None)
+            newest = msg.header.stamp if newest is None or key > (newest.sec, newest.nanosec) else newest
+        if not streams:
+            return
+        start = time.perf_counter()
+        now = newest.sec + newest.nanosec * 1e-9
+        poses = self.live.update(now, streams, self.joints)
+        graphs = self.live.graphs(poses, self.task)
+        self.elapsed += time.perf_counter() - start
+        self.counts["updates"] += 1
+        self.counts["frames"] += len(streams)
+        header = Header(stamp=newest, frame_id=FRAME)
+        for name, view in graphs.items():
+            msg = scene_graph_msg(view, header)
+            msg.source = SOURCE
+            self.graph_pubs[name].publish(msg)
+        self.publish_objects(poses, graphs, header)
+
+    def publish_objects(self, poses, graphs, header) -> None:
+        msg = ObjectStates(header=header)
+        cameras = list(graphs)
+        for name, pose in poses.items():
+            obj = ObjectState(name=name)
+            p, r = pose.position, pose.pose[:3, :3]
+            obj.pose.position = Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
+            x, y, z, w = quaternion_xyzw(r)
+            obj.pose.orientation = Quaternion(x=x, y=y, z=z, w=w)
+            half = np.asarray(self.live.markers.objects[name].half_size, dtype=np.float64)
+            centre = p + r @ [0.0, 0.0, half[2]]
+            aabb = np.abs(r) @ half
+            obj.aabb_center = Vector3(x=float(centre[0]), y=float(centre[1]), z=float(centre[2]))
+            obj.aabb_half_size = Vector3(x=float(aabb[0]), y=float(aabb[1]), z=float(aabb[2]))
+            obj.camera_names = cameras
+            obj.visible_in = [name in graphs[c].boxes for c in cameras]
+            obj.boxes = [int(v) for c in cameras for v in graphs[c].boxes.get(name, (-1, -1, -1, -1))]
+            msg.objects.append(obj)
+        self.objects_pub.publish(msg)
+
+    def report(self) -> None:
+        counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
+        elapsed, self.elapsed = self.elapsed, 0.0
+        per = f", {1000 * elapsed / counts['frames']:.1f} ms per image" if counts["frames"] else ""
+        self.get_logger().info(f"perception: {counts['updates'] / 5.0:.1f} updates/s over {counts['frames']} "
+                               f"images{per}")
+
+
+def main(args=None):
+    raise SystemExit(run_node(FiducialGraphs, args))
+
+
+if __name__ == "__main__":
+    main()
