@@ -56,6 +56,14 @@ def sim_buses(tmp_path):
     assert code == 0, f"sgvla sim-bus ended with {code}:\n{log.read_text()[-3000:]}"
 
 
+def twin_cameras(size: tuple[int, int], fps: int, wrist_size: tuple[int, int] | None = None) -> list[dict]:
+    """The twin rig's two cameras rendered by the twin: agentview (color + depth) and wrist, (width, height) each."""
+    (width, height), (wrist_w, wrist_h) = size, wrist_size or size
+    return [{"name": "agentview", "source": "twin", "device": "agentview", "width": width, "height": height,
+             "fps": fps, "depth": True},
+            {"name": "wrist", "source": "twin", "device": "wrist", "width": wrist_w, "height": wrist_h, "fps": fps}]
+
+
 def rig_file(tmp_path: Path, base: str, **changes) -> Path:
     """config/hardware/<base>.yaml with top-level sections replaced, written into tmp_path."""
     data = yaml.safe_load((REPO_ROOT / "config" / "hardware" / f"{base}.yaml").read_text())

@@ -12,7 +12,7 @@ import pytest
 
 from sgvla.scene_graph.serialize import CONTEXT_HEADER
 
-from .conftest import rig_file
+from .conftest import rig_file, twin_cameras
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -76,9 +76,7 @@ print(json.dumps({"lines": lines, "infra": record.infra_failure, "steps": record
 
 
 def test_prompt_grounded_episode_on_the_arm_grounds_on_perceived_objects(tmp_path, ros_env):
-    cameras = [{"name": "agentview", "source": "twin", "device": "agentview", "width": 320, "height": 240, "fps": 10,
-                "depth": True},
-               {"name": "wrist", "source": "twin", "device": "wrist", "width": 320, "height": 240, "fps": 10}]
+    cameras = twin_cameras((320, 240), 10)
     rig = rig_file(tmp_path, "twin", cameras=cameras)
     env = {**ros_env, "MUJOCO_GL": "egl"}
     config = ["--ros-args", "-p", f"config:={rig}"]

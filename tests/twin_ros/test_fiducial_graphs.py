@@ -13,7 +13,7 @@ from sgvla.scene_graph import Graph
 from sgvla.scene_graph.metrics import score_frame
 from sgvla.scene_graph.ontology import load_ontology
 
-from .conftest import rig_file
+from .conftest import rig_file, twin_cameras
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -44,9 +44,7 @@ print(json.dumps({"graphs": graphs, "objects": None if last is None else {
 
 
 def test_fiducial_graphs_on_the_twins_cameras_match_its_ground_truth(tmp_path, ros_env):
-    cameras = [{"name": "agentview", "source": "twin", "device": "agentview", "width": 320, "height": 240, "fps": 10,
-                "depth": True},
-               {"name": "wrist", "source": "twin", "device": "wrist", "width": 320, "height": 240, "fps": 10}]
+    cameras = twin_cameras((320, 240), 10)
     rig = rig_file(tmp_path, "twin", cameras=cameras)
     env = {**ros_env, "MUJOCO_GL": "egl"}
     args = ["--ros-args", "-p", f"config:={rig}"]

@@ -12,7 +12,7 @@ from sgvla.so101.hardware.servo_server import SimServo
 from sgvla.so101.hardware.sim_bus import register_table
 from sgvla.so101.twin.bus import steps_of, twin_calibration, value_of
 
-from .conftest import rig_file
+from .conftest import rig_file, twin_cameras
 
 pytestmark = pytest.mark.sim
 
@@ -38,9 +38,7 @@ def test_twin_calibration_spans_the_urdf_limits_and_inverts_lerobots_normalizati
 
 
 def test_record_from_the_twin_like_from_the_arm(tmp_path):
-    cameras = [{"name": "agentview", "source": "twin", "device": "agentview", "width": 128, "height": 96, "fps": 30,
-                "depth": True},
-               {"name": "wrist", "source": "twin", "device": "wrist", "width": 128, "height": 96, "fps": 30}]
+    cameras = twin_cameras((128, 96), 30)
     rig = rig_file(tmp_path, "twin", cameras=cameras)
     root = tmp_path / "ds"
     proc = subprocess.run([sys.executable, "-m", "sgvla.cli", "record", "--config", str(rig), "--sim-leader",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from .conftest import rig_file, sgvla_launch
+from .conftest import rig_file, sgvla_launch, twin_cameras
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -16,9 +16,7 @@ SIZE = (96, 128)  # rendered on the CPU: small images keep the camera rate up
 def test_twin_teleoperated_from_the_leader_and_recorded(tmp_path, calibration_dir, sim_buses, ros_env,
                                                         ros_domain_id):
     height, width = SIZE
-    cameras = [{"name": "agentview", "source": "twin", "device": "agentview", "width": width, "height": height,
-                "fps": 30, "depth": True},
-               {"name": "wrist", "source": "twin", "device": "wrist", "width": width, "height": height, "fps": 30}]
+    cameras = twin_cameras((width, height), 30)
     rig = rig_file(tmp_path, "twin", cameras=cameras, leader={"port": sim_buses.leader, "id": "so101_leader",
                                                               "calibration_dir": str(calibration_dir)})
     root = tmp_path / "ds"

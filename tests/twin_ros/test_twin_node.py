@@ -11,7 +11,7 @@ import pytest
 
 from sgvla.launch.plan import HARDWARE_TOPICS
 
-from .conftest import rig_file
+from .conftest import rig_file, twin_cameras
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -90,9 +90,7 @@ print(json.dumps({
 
 
 def test_twin_node_speaks_the_hardware_topics_with_the_arms_safety(tmp_path, ros_env):
-    cameras = [{"name": "agentview", "source": "twin", "device": "agentview", "width": 128, "height": 96, "fps": 30,
-                "depth": True},
-               {"name": "wrist", "source": "twin", "device": "wrist", "width": 96, "height": 64, "fps": 30}]
+    cameras = twin_cameras((128, 96), 30, wrist_size=(96, 64))
     rig = rig_file(tmp_path, "twin", cameras=cameras, safety={
         "max_step": 8.0, "command_timeout_s": 0.3, "joint_limits": {"elbow_flex": [-30.0, 30.0]}})
     env = {**ros_env, "MUJOCO_GL": "egl"}
