@@ -101,11 +101,12 @@ def role_publisher(messages: int, rate: float, done: str) -> None:
 
 
 def image_latency(messages: int, rate: float) -> list[tuple[str, str, float, float, int]]:
-    from sgvla.launch.ros_domain import free_domain_id
     from sgvla.core.ros_env import loopback_env
+    from sgvla.launch.ros_domain import lease_free_domain
 
-    env = loopback_env(free_domain_id())
-    with tempfile.TemporaryDirectory() as tmp:
+    lease = lease_free_domain()  # held until the measurement ends
+    env = loopback_env(lease.domain_id)
+    with lease, tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "lat.json")
         total = messages * len(SIZES) * len(QOS_NAMES)
         me = [sys.executable, __file__]

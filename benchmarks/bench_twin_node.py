@@ -83,12 +83,13 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=320)
     parser.add_argument("--height", type=int, default=240)
     parser.add_argument("--baseline-tree", type=Path, help="another checkout whose node gives a 'baseline' row")
-    parser.add_argument("--domain-id", type=int, default=None, help="ROS domain (default: one from the process id)")
+    parser.add_argument("--domain-id", type=int, default=None, help="ROS domain (default: a free one, leased)")
     args = parser.parse_args()
     if args.domain_id is None:
-        from sgvla.core.ros_env import MAX_DOMAIN_ID
+        from sgvla.launch.ros_domain import lease_free_domain
 
-        args.domain_id = 1 + os.getpid() % MAX_DOMAIN_ID
+        lease = lease_free_domain()  # held until the benchmark exits
+        args.domain_id = lease.domain_id
     rig = yaml.safe_load((REPO / "config/hardware/twin.yaml").read_text())
     for camera in rig["cameras"]:
         camera.update(width=args.width, height=args.height)

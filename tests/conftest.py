@@ -10,7 +10,6 @@ would ignore the SIGINT that tests send as a user's Ctrl-C (`sgvla sim-bus` neve
 after 30 s). The tests' children get SIGINT as a terminal gives it: Python's KeyboardInterrupt here, the default
 disposition after exec."""
 
-import itertools
 import os
 import signal
 
@@ -20,22 +19,37 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 import pytest  # noqa: E402
 
-from sgvla.core.ros_env import MAX_DOMAIN_ID, loopback_env  # noqa: E402
+from sgvla.core.ros_env import loopback_env  # noqa: E402
 from sgvla.core.sched import is_realtime  # noqa: E402
-
-_domains = itertools.count()
+from sgvla.launch.ros_domain import lease_free_domain, with_leases  # noqa: E402
 
 
 @pytest.fixture
-def ros_domain_id() -> int:
-    """A domain id unlikely to collide with other tests or concurrent test runs on this machine."""
-    return 1 + (os.getpid() * 13 + next(_domains)) % MAX_DOMAIN_ID
+def ros_domain_leases():
+    """`lease(n)`: n domain ids of this test's own, leased (sgvla.launch.ros_domain) until the test ends, so no other
+    test, concurrent test session or sgvla launch on this machine runs on them meanwhile."""
+    leases = []
+
+    def lease(n: int = 1) -> list[int]:
+        leases.extend(lease_free_domain() for _ in range(n))
+        return [x.domain_id for x in leases[-n:]]
+
+    yield lease
+    for x in leases:
+        x.release()
+
+
+@pytest.fixture
+def ros_domain_id(ros_domain_leases) -> int:
+    """A domain id of this test's own (leased until it ends)."""
+    return ros_domain_leases(1)[0]
 
 
 @pytest.fixture
 def ros_env(ros_domain_id) -> dict[str, str]:
-    """Environment for child processes that start ROS 2 participants (loopback only)."""
-    return loopback_env(ros_domain_id)
+    """Environment for child processes that start ROS 2 participants (loopback only); `sgvla launch --domain-id`
+    in it knows the test holds the domain's lease."""
+    return with_leases(loopback_env(ros_domain_id), [ros_domain_id])
 
 
 @pytest.fixture(autouse=True)

@@ -46,7 +46,8 @@ def _text(value: Any) -> str:
 
 def _options(parser) -> None:
     parser.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one); refused when something "
-                                                      "is on that domain already (checking takes about 3 s)")
+                                                      "is on that domain already or another sgvla launch holds it "
+                                                      "(checking takes about 3 s)")
     parser.add_argument("--share-domain", action="store_true", help="with --domain-id: join the domain even when "
                                                                     "others are on it (your rviz, ros2 topic echo)")
     parser.add_argument("--record", metavar="FOLDER", help="the launch's record=FOLDER: sim_eval records every "
@@ -120,21 +121,34 @@ def run(args: argparse.Namespace) -> int:
     if args.share_domain and args.domain_id is None:
         print("sgvla launch: --share-domain goes with --domain-id (the default domain is a free one)", file=sys.stderr)
         return 2
-    from sgvla.launch.ros_domain import free_domain_id
+    from sgvla.launch.ros_domain import DomainLease, lease_free_domain, leased_by_ancestor
     from sgvla.launch.run import run_processes, run_single_process
 
+    lease = None  # held until the launch ends: no other sgvla launch or test session picks this domain meanwhile
     if args.domain_id is None:
-        domain_id = free_domain_id()
+        lease = lease_free_domain()
+        domain_id = lease.domain_id
     else:
         domain_id = args.domain_id
         if not 0 <= domain_id <= MAX_DOMAIN_ID:
             print(f"sgvla launch: --domain-id must be in 0..{MAX_DOMAIN_ID}", file=sys.stderr)
             return 2
-        refusal = "" if args.share_domain else check_domain(domain_id)
+        refusal = ""
+        if not (args.share_domain or leased_by_ancestor(domain_id)):
+            lease = DomainLease(domain_id)
+            if not lease.acquired:
+                refusal = (f"ROS domain {domain_id} is taken by {lease.holder} (an sgvla launch or test session that "
+                           "chose it). Omit --domain-id to run on a free domain, or pass --share-domain to join it "
+                           "anyway.")
+        refusal = refusal or ("" if args.share_domain else check_domain(domain_id))
         if refusal:
             print(f"sgvla launch: {refusal}", file=sys.stderr, flush=True)
             return 2
-    outcome = (run_single_process if args.single_process else run_processes)(plan, domain_id, log=say)
+    try:
+        outcome = (run_single_process if args.single_process else run_processes)(plan, domain_id, log=say)
+    finally:
+        if lease is not None:
+            lease.release()
     if outcome.failed_first:
         print(f"sgvla launch {plan.name}: {outcome.failed_first}; the launch exits with {outcome.code}", flush=True)
     else:

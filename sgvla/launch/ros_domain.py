@@ -13,13 +13,22 @@ a launch. Two looks at domain d, both on this machine only:
   3.2 s (a participant announces itself every 3 s). It waits PROBE_WAIT_S where the ports showed nobody (about 3 s
   in all with its start: the cost of `--domain-id` on a free domain) and up to BUSY_WAIT_S where they showed
   someone, to name them; it stops early once its list of nodes has been steady for a second.
+
+Both looks see only participants that already run: two sgvla processes that choose a domain at the same moment
+(two launches, two concurrent test sessions) both see it empty. A lease closes that window among sgvla processes of
+this user: `DomainLease` holds an exclusive `flock` on one file per domain id (in LEASE_DIR) from before the look
+until the launch (or the test) ends; the kernel drops it when its process dies, so a killed run never leaves a
+domain taken. A process that runs on a domain its parent leased (a test that starts `sgvla launch --domain-id`)
+finds the id in LEASED_ENV and does not lease it again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
+import tempfile
 import socket
 import subprocess
 import sys
@@ -56,13 +65,67 @@ def held_ports(domain_id: int, participants: int = PARTICIPANTS) -> list[int]:
     return [p for p in ports if not _port_free(p)]
 
 
-def free_domain_id(rng: random.Random | None = None) -> int:
-    """A domain id whose first two participants' ports are free on loopback."""
+LEASE_DIR = Path(tempfile.gettempdir()) / f"sgvla-ros-domains-{os.getuid()}"
+LEASED_ENV = "SGVLA_LEASED_ROS_DOMAINS"  # comma-separated ids an ancestor process holds leases on
+
+
+class DomainLease:
+    """An exclusive claim on one ROS domain id among this user's sgvla processes, until `release` (or the process
+    ends). `holder` names who holds it when `acquired` is false."""
+
+    def __init__(self, domain_id: int) -> None:
+        if not 0 <= domain_id <= MAX_DOMAIN_ID:
+            raise ValueError(f"ROS domain id {domain_id} outside 0..{MAX_DOMAIN_ID}")
+        self.domain_id, self.holder = domain_id, ""
+        LEASE_DIR.mkdir(mode=0o700, exist_ok=True)
+        self._fd: int | None = os.open(LEASE_DIR / f"{domain_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.holder = os.pread(self._fd, 4096, 0).decode(errors="replace").strip() or "another sgvla process"
+            self.release()
+            return
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"pid {os.getpid()} ({command_line(os.getpid())})".encode(), 0)
+
+    @property
+    def acquired(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor of the open file drops its flock
+            self._fd = None
+
+    def __enter__(self) -> "DomainLease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def leased_by_ancestor(domain_id: int, env: dict[str, str] | None = None) -> bool:
+    """Whether a parent process holds this domain's lease for us (its id in LEASED_ENV)."""
+    ids = (os.environ if env is None else env).get(LEASED_ENV, "")
+    return str(domain_id) in {i.strip() for i in ids.split(",")}
+
+
+def with_leases(env: dict[str, str], domain_ids: list[int]) -> dict[str, str]:
+    """`env` telling child processes that these domains' leases are held for them."""
+    held = [i for i in env.get(LEASED_ENV, "").split(",") if i] + [str(d) for d in domain_ids]
+    return {**env, LEASED_ENV: ",".join(dict.fromkeys(held))}
+
+
+def lease_free_domain(rng: random.Random | None = None) -> DomainLease:
+    """The lease of a domain id no sgvla process of this user holds and whose first two participants' ports are
+    free on loopback."""
     ids = list(range(1, MAX_DOMAIN_ID + 1))
     (rng or random.Random()).shuffle(ids)
     for d in ids:
-        if not held_ports(d, participants=2):
-            return d
+        lease = DomainLease(d)
+        if lease.acquired and not held_ports(d, participants=2):
+            return lease
+        lease.release()
     raise RuntimeError(f"no free ROS domain id on this machine (all of 1..{MAX_DOMAIN_ID} in use)")
 
 

@@ -11,21 +11,27 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from sgvla.launch.ros_domain import lease_free_domain, with_leases
+
 TIMING = {"wall_time_s", "context_ms_per_step"}  # the only record fields allowed to differ
 
 
 class SimEvalTools:
     TIMING = TIMING
 
-    @staticmethod
-    def domain_ids(n: int) -> list[int]:
-        base = os.getpid() * 13 + 50
-        return [1 + (base + i) % 101 for i in range(n)]
+    def __init__(self) -> None:
+        self.leases = []
 
-    @staticmethod
-    def run_together(commands: dict[str, list[str]], env: dict, timeout_s: float) -> dict[str, str]:
+    def domain_ids(self, n: int) -> list[int]:
+        """n domain ids leased for the rest of the session (sgvla.launch.ros_domain)."""
+        self.leases.extend(lease_free_domain() for _ in range(n))
+        return [x.domain_id for x in self.leases[-n:]]
+
+    def run_together(self, commands: dict[str, list[str]], env: dict, timeout_s: float) -> dict[str, str]:
         """Start every command at once (each a process group of its own), wait for all, return their output by
-        name; a command still running when the wait ends (a timeout, a failed test) is killed with its group."""
+        name; a command still running when the wait ends (a timeout, a failed test) is killed with its group.
+        The commands' `sgvla launch --domain-id` know that this session holds the leases of `domain_ids`."""
+        env = with_leases(env, [x.domain_id for x in self.leases])
         pipes = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         procs = {name: subprocess.Popen(cmd, **pipes) for name, cmd in commands.items()}
         logs = {}
@@ -75,5 +81,8 @@ class SimEvalTools:
 
 
 @pytest.fixture(scope="session")
-def sim_eval() -> type[SimEvalTools]:
-    return SimEvalTools
+def sim_eval():
+    tools = SimEvalTools()
+    yield tools
+    for lease in tools.leases:
+        lease.release()

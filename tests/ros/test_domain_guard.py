@@ -1,6 +1,8 @@
 """`sgvla launch --domain-id N` looks at domain N before it starts a node: with another launch there, it refuses
 (exit 2) and names what it found (ROS nodes from a discovery probe, processes holding the domain's ports), and the
-launch already there runs on undisturbed. Two launches on one domain used to take each other's messages."""
+launch already there runs on undisturbed. Two launches on one domain used to take each other's messages.
+Domains chosen at the same moment (nobody there yet) are kept apart by leases: a domain an sgvla process holds is
+refused by name and never handed out as free, and its lease ends with the process."""
 
 import os
 import re
@@ -12,9 +14,9 @@ import time
 import pytest
 import yaml
 
-from sgvla.paths import REPO_ROOT
-from sgvla.launch.ros_domain import domain_users, free_domain_id
 from sgvla.core.ros_env import loopback_env
+from sgvla.launch.ros_domain import DomainLease, domain_users, lease_free_domain
+from sgvla.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -42,16 +44,7 @@ def tiny_twin_rig(tmp_path) -> str:
     return str(path)
 
 
-@pytest.fixture
-def free_domain() -> tuple[int, dict]:
-    """A domain nothing on this machine uses now, and its loopback-only environment (the tests' fixed ids may be
-    taken by a concurrent test session, which this check would rightly refuse)."""
-    domain_id = free_domain_id()
-    return domain_id, loopback_env(domain_id)
-
-
-def test_a_second_launch_on_a_busy_domain_refuses_and_the_first_runs_on(tmp_path, free_domain):
-    ros_domain_id, ros_env = free_domain
+def test_a_second_launch_on_a_busy_domain_refuses_and_the_first_runs_on(tmp_path, ros_domain_id, ros_env):
     launch = [sys.executable, "-m", "sgvla.cli", "launch", "hardware", "sim=true",
               f"config={tiny_twin_rig(tmp_path)}", "--domain-id", str(ros_domain_id)]
     log = tmp_path / "first.log"
@@ -88,10 +81,65 @@ def test_a_second_launch_on_a_busy_domain_refuses_and_the_first_runs_on(tmp_path
     assert "Traceback" not in text, text[-3000:]
 
 
-def test_an_empty_domain_is_empty_and_sharing_needs_a_chosen_domain(free_domain):
-    ros_domain_id, ros_env = free_domain
+def test_an_empty_domain_is_empty_and_sharing_needs_a_chosen_domain(ros_domain_id, ros_env):
     users = domain_users(ros_domain_id)
     assert users.empty and not users.probe_error and users.describe() == "nobody", users
     out = subprocess.run([sys.executable, "-m", "sgvla.cli", "launch", "sim_eval", "--share-domain"], env=ros_env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--share-domain goes with --domain-id" in out.stderr, out.stderr
+
+
+HOLD_LEASE = """
+import sys, time
+from sgvla.launch.ros_domain import DomainLease, lease_free_domain
+lease = lease_free_domain() if sys.argv[1] == "free" else DomainLease(int(sys.argv[1]))
+print(f"acquired {lease.domain_id}" if lease.acquired else "refused", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_leased_domain_is_refused_by_name_never_handed_out_and_freed_with_its_holder(ros_domain_id):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, str(ros_domain_id)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        # the test holds this domain's lease, so a process of its own cannot take it ...
+        assert holder.stdout.readline().strip() == "refused"
+        holder.kill()
+        holder.wait()
+        with DomainLease(ros_domain_id) as mine:
+            assert not mine.acquired and f"pid {os.getpid()}" in mine.holder, mine.holder
+        # ... and a launch on it without the test's word (LEASED_ENV) refuses before any look or node, by name
+        out = subprocess.run([sys.executable, "-m", "sgvla.cli", "launch", "sim_eval", "--domain-id",
+                              str(ros_domain_id)], env=loopback_env(ros_domain_id), capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"ROS domain {ros_domain_id} is taken by pid {os.getpid()}" in out.stderr, out.stderr
+        assert "nodes on ROS_DOMAIN_ID" not in out.stdout, out.stdout
+        # a free domain is never a leased one
+        taken = [lease_free_domain() for _ in range(20)]
+        try:
+            assert ros_domain_id not in {x.domain_id for x in taken}
+            assert len({x.domain_id for x in taken}) == 20
+        finally:
+            for x in taken:
+                x.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_a_lease_ends_with_its_process():
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, "free"], stdout=subprocess.PIPE, text=True)
+    try:
+        domain_id = int(holder.stdout.readline().split()[-1])
+        with DomainLease(domain_id) as lease:
+            assert not lease.acquired and f"pid {holder.pid}" in lease.holder, lease.holder
+        holder.kill()  # SIGKILL: no cleanup of its own runs
+        holder.wait()
+        with DomainLease(domain_id) as lease:
+            assert lease.acquired
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()

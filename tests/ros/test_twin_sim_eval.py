@@ -31,7 +31,7 @@ def runs(tmp_path_factory, sim_eval):
     logs = sim_eval.run_together({
         "topics": [sys.executable, "-m", "sgvla.cli", "launch", "sim_eval", f"eval_config={config}",
                    f"output_dir={tmp / 'topics'}", "render_images=false", "--record", str(tmp / "bag"),
-                   "--domain-id", str(sim_eval.domain_ids(3)[2])],
+                   "--domain-id", str(sim_eval.domain_ids(1)[0])],
         "inprocess": [sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
                       str(tmp / "inprocess.npz")],
     }, env, timeout_s=800)
