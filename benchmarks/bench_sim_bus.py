@@ -1,4 +1,5 @@
-"""Simulated servo replies under load: the bus's server in a thread of the MuJoCo process, or in a process of its own.
+"""Simulated servo replies under load: the bus's server in a thread of the MuJoCo process, or in a process of its own;
+and the reader on the Feetech SDK's port, or on sgvla's load-tolerant one.
 
     python benchmarks/bench_sim_bus.py [--packets 10000] [--busy 2] [--rounds 2] [--python-threads 0]
 
@@ -13,7 +14,10 @@ every lost reply shows), while ``--busy`` processes spin on the CPUs. The twin's
 loop (sgvla.so101.hardware.servo_server.serve) in two ways:
 
   thread   a thread of this process (at nice -10 where allowed), as the bus was served before
-  process  a process of its own (TwinFeetechBus as shipped)
+  process  a process of its own (TwinFeetechBus as shipped), the reader on the SDK's port as LeRobot ships it
+  tolerant a process of its own, the reader on sgvla.so101.hardware.port's port (what the arms use): a reply that
+           came while the reader was off the CPU is read, a late one does not answer the next instruction, the
+           wait sleeps instead of spinning
 
 ``--python-threads N`` adds N threads of pure-Python work to this process (what a recording loop, frame conversions
 and LeRobot's bookkeeping add there). Rounds alternate the two modes, so both see the same machine. Per mode:
@@ -36,7 +40,7 @@ import time
 
 # Everything heavy is imported in functions: a bus's server process is started with the spawn method, which
 # re-imports this script as its main module.
-MODES = ("thread", "process")
+MODES = ("thread", "process", "tolerant")
 BUSY = "while True: pass"
 
 
@@ -105,28 +109,32 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-def connect(port: str, calibration: dict):
-    """LeRobot's FeetechMotorsBus on ``port`` with torque on (setup retried: only the measured loop counts)."""
+def connect(port: str, calibration: dict, tolerant: bool):
+    """LeRobot's FeetechMotorsBus on ``port`` with torque on (setup retried: only the measured loop counts), on the
+    SDK's port or the load-tolerant one."""
     from lerobot.motors import Motor, MotorNormMode
     from lerobot.motors.feetech import FeetechMotorsBus
 
     from sgvla.so101.hardware.joints import GRIPPER, JOINTS, MOTOR_IDS
+    from sgvla.so101.hardware.port import make_load_tolerant
 
     modes = {j: MotorNormMode.RANGE_0_100 if j == GRIPPER else MotorNormMode.DEGREES for j in JOINTS}
     bus = FeetechMotorsBus(port, {j: Motor(MOTOR_IDS[j], "sts3215", modes[j]) for j in JOINTS}, calibration)
+    if tolerant:
+        make_load_tolerant(bus)
     bus.connect(handshake=False)
     bus.enable_torque(num_retry=20)
     return bus
 
 
-def measure(bus_class: type, twin, cycles: int) -> dict:
+def measure(bus_class: type, twin, cycles: int, tolerant: bool) -> dict:
     """``cycles`` times sync_read + sync_write against a twin bus of ``bus_class``; goals swing the arm slowly."""
     from sgvla.so101.hardware.joints import GRIPPER, JOINTS
     from sgvla.so101.twin.bus import TwinClock
 
     with bus_class(twin) as sim:
         clock = TwinClock(twin, bus=sim).start()
-        client = connect(sim.port, sim.calibration)
+        client = connect(sim.port, sim.calibration, tolerant)
         try:
             start = client.sync_read("Present_Position", num_retry=20)
             packets, ticks, t0 = sim.packets, clock.ticks, time.monotonic()
@@ -153,10 +161,11 @@ def measure(bus_class: type, twin, cycles: int) -> dict:
 
 
 def row(name: str, values: list, ratio: bool, fmt: str) -> str:
+    """The modes' values, then each of the first two over the last (tolerant)."""
     cells = [format(v, fmt) for v in values]
-    if ratio:
-        a, b = values
-        cells.append("inf" if b == 0 and a > 0 else "1.0" if b == 0 else f"{a / b:.1f}")
+    for a in values[:-1]:
+        b = values[-1]
+        cells.append("" if not ratio else "inf" if b == 0 and a > 0 else "1.0" if b == 0 else f"{a / b:.1f}")
     return f"{name:<22}" + "".join(f"{c:>16}" for c in cells)
 
 
@@ -178,7 +187,7 @@ def main() -> None:
     from sgvla.so101.twin.config import load_twin_config
     from sgvla.so101.twin.twin import So101Twin
 
-    classes = {"thread": thread_hosted(TwinFeetechBus), "process": TwinFeetechBus}
+    classes = {"thread": thread_hosted(TwinFeetechBus), "process": TwinFeetechBus, "tolerant": TwinFeetechBus}
     cycles = max(1, args.packets // 2 // args.rounds)  # a cycle is two packets: a sync_read and a sync_write
     twin = So101Twin(load_twin_config(), task_id=args.task_id)
     renderer = Renderer(twin, args.width, args.height)
@@ -196,7 +205,7 @@ def main() -> None:
         for r in range(args.rounds):
             for mode in MODES if r % 2 == 0 else MODES[::-1]:
                 frames = renderer.frames
-                got = measure(classes[mode], twin, cycles)
+                got = measure(classes[mode], twin, cycles, tolerant=mode == "tolerant")
                 total = results[mode]
                 total["frames"] += renderer.frames - frames
                 for key in ("packets", "dropped", "seconds", "ticks"):
@@ -217,22 +226,21 @@ def main() -> None:
             proc.wait()
         twin.close()
 
-    a, b = (results[m] for m in MODES)
+    res = [results[m] for m in MODES]
     extra = f" + {args.python_threads} pure-Python threads" if args.python_threads else ""
     print(f"\nSimulated Feetech bus (the SO101 twin's) under load, {os.cpu_count()} CPUs, {args.busy} busy processes;\n"
           f"this process: twin physics in real time + 2 cameras rendering {args.width}x{args.height} continuously"
           f"{extra}\n+ LeRobot's FeetechMotorsBus (sync_read Present_Position + sync_write Goal_Position back to back, "
           f"no retries), {args.rounds} alternating rounds\n")
-    print(f"{'server in a':<22}" + "".join(f"{h:>16}" for h in (*MODES, "thread/process")))
-    print(row("packets", [a["packets"], b["packets"]], False, "d"))
-    print(row("dropped replies", [a["dropped"], b["dropped"]], True, "d"))
-    print(row("dropped %", [100 * a["dropped"] / max(1, len(a["latencies"])),
-                            100 * b["dropped"] / max(1, len(b["latencies"]))], False, ".3f"))
+    print(f"{'mode':<22}" + "".join(f"{h:>16}" for h in (*MODES, "thread/tolerant", "process/tolerant")))
+    print(row("packets", [r["packets"] for r in res], False, "d"))
+    print(row("dropped replies", [r["dropped"] for r in res], True, "d"))
+    print(row("dropped %", [100 * r["dropped"] / max(1, len(r["latencies"])) for r in res], False, ".3f"))
     for name, q in (("sync_read p50 ms", 50), ("sync_read p99 ms", 99), ("sync_read max ms", 100)):
-        print(row(name, [percentile(a["latencies"], q), percentile(b["latencies"], q)], True, ".2f"))
-    print(row("frames rendered /s", [a["frames"] / a["seconds"], b["frames"] / b["seconds"]], True, ".1f"))
-    print(row("physics ticks /s", [a["ticks"] / a["seconds"], b["ticks"] / b["seconds"]], True, ".1f"))
-    print(row("cycles /s", [len(a["latencies"]) / a["seconds"], len(b["latencies"]) / b["seconds"]], True, ".1f"))
+        print(row(name, [percentile(r["latencies"], q) for r in res], True, ".2f"))
+    print(row("frames rendered /s", [r["frames"] / r["seconds"] for r in res], True, ".1f"))
+    print(row("physics ticks /s", [r["ticks"] / r["seconds"] for r in res], True, ".1f"))
+    print(row("cycles /s", [len(r["latencies"]) / r["seconds"] for r in res], True, ".1f"))
     for mode in MODES:
         for kind, n in sorted(results[mode]["errors"].items()):
             print(f"  {mode}: {n} x {kind}")

@@ -18,6 +18,7 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 from sgvla.so101.hardware import servo_server
 from sgvla.so101.hardware.joints import GRIPPER, JOINTS, MOTOR_IDS
+from sgvla.so101.hardware.port import make_load_tolerant
 from sgvla.so101.hardware.servo_server import PING, READ, checksum, instruction_packet, status_packet
 from sgvla.so101.hardware.sim_bus import BusClosed, HeldPose, SimFeetechBus, sim_calibration
 
@@ -31,6 +32,7 @@ def sim():
 def lerobot_bus(port: str, calibration: dict) -> FeetechMotorsBus:
     modes = {j: MotorNormMode.RANGE_0_100 if j == GRIPPER else MotorNormMode.DEGREES for j in JOINTS}
     bus = FeetechMotorsBus(port, {j: Motor(MOTOR_IDS[j], "sts3215", modes[j]) for j in JOINTS}, calibration)
+    make_load_tolerant(bus)  # as the arms use it (sgvla/so101/hardware/port.py)
     bus.connect()  # with LeRobot's handshake: every id pinged once, no retries
     return bus
 
@@ -39,6 +41,7 @@ def lerobot_bus(port: str, calibration: dict) -> FeetechMotorsBus:
 def bus(sim):
     motors = {j: Motor(MOTOR_IDS[j], "sts3215", MotorNormMode.DEGREES) for j in JOINTS}
     lerobot = FeetechMotorsBus(sim.port, motors, calibration=sim_calibration())
+    make_load_tolerant(lerobot)
     lerobot.connect()
     yield lerobot
     if not sim.closed:

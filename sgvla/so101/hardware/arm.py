@@ -28,6 +28,7 @@ from sgvla.so101.hardware.calibration import (
 )
 from sgvla.so101.hardware.config import ArmConfig
 from sgvla.so101.hardware.joints import JOINTS, MOTOR_IDS, action_key
+from sgvla.so101.hardware.port import make_load_tolerant
 from sgvla.so101.hardware.safety import SafetyConfig, Watchdog, safe_goal
 
 # Whatever the bus raises is a fault: ConnectionError (no or bad status packet), RuntimeError (a motor
@@ -84,6 +85,7 @@ class _Arm:
         attempts = self.config.read_retries + 1  # LeRobot retries no setup write: retry the whole setup
         for _ in range(attempts):
             self.device = self._make_device(self.calibration_path.parent)
+            make_load_tolerant(self.device.bus)  # replies that came are not lost to a preempted reader
             try:
                 self._bring_up(calibration)
                 return self.read()

@@ -1,0 +1,62 @@
+"""The Feetech SDK's serial port, made safe for a reader that is not always on a CPU.
+
+LeRobot's ``FeetechMotorsBus`` talks through scservo_sdk, whose ``PortHandler`` opens the port non-blocking and
+whose ``rxPacket`` loop is: read what is there, and if the packet is not complete yet, ask the clock whether the
+packet timeout (LeRobot sets about 50 ms) has passed. Three faults follow on a loaded host (or a busy node, whose
+other threads hold the GIL):
+
+- *a reply that came is reported as lost*: the reader is preempted after a read that found nothing and before the
+  clock check; the servo answers meanwhile; back on a CPU, the check sees the time passed and gives "There is no
+  status packet" with the reply waiting unread in the input buffer. The tests lost whole buses this way under load.
+- *a late reply answers the next question*: the SDK's ``clearPort`` before each instruction is ``serial.flush()``,
+  which waits for output and leaves input alone, so a reply to an abandoned instruction is read as the reply to
+  the next one (another motor's data, "Missing motor IDs").
+- *the wait spins*: a non-blocking read in a loop takes a whole CPU while waiting for every reply, which is what
+  makes the host loaded in the first place.
+
+:func:`make_load_tolerant` fixes the three in the bus's own port handler object (``bus.port_handler``, which the
+SDK's group readers and writers hold too): a timeout is declared only when no byte of the reply is waiting
+(bounded by ``LATE_REPLY_CAP_MS`` past the timeout, so a line that never stops sending still fails), input is
+dropped before each instruction, and an empty read waits in ``select`` for up to ``POLL_S`` for bytes instead of
+returning at once.
+"""
+
+from __future__ import annotations
+
+import select
+
+import scservo_sdk as scs
+
+POLL_S = 0.001  # longest sleep of one empty read: the reader wakes as soon as a byte arrives
+LATE_REPLY_CAP_MS = 1000.0  # past its timeout, a reply still arriving is read for at most this long
+
+
+class LoadTolerantPort(scs.PortHandler):
+    """scservo_sdk's port handler with the three fixes of the module docstring."""
+
+    def clearPort(self) -> None:  # noqa: N802 - the SDK's names
+        self.ser.reset_input_buffer()  # a late reply to an abandoned instruction answers nothing
+        super().clearPort()
+
+    def readPort(self, length: int) -> bytes:  # noqa: N802
+        data = self.ser.read(length)
+        if not data and length > 0:
+            select.select([self.ser.fileno()], [], [], POLL_S)
+        return data
+
+    def isPacketTimeout(self) -> bool:  # noqa: N802
+        if self.ser.in_waiting and self.getTimeSinceStart() <= self.packet_timeout + LATE_REPLY_CAP_MS:
+            return False  # the reply is here: the next read takes it
+        return super().isPacketTimeout()
+
+
+def make_load_tolerant(bus) -> None:
+    """Give a LeRobot Feetech bus (before ``connect``) the port handler described in the module docstring."""
+    handler = bus.port_handler
+    if isinstance(handler, LoadTolerantPort):
+        return
+    if type(handler) is not scs.PortHandler:
+        raise TypeError(f"expected scservo_sdk's PortHandler on the bus, found {type(handler).__name__}")
+    # The same object, whose class alone changes: the SDK's group readers and writers hold it, and LeRobot patched
+    # its setPacketTimeout on the instance.
+    handler.__class__ = LoadTolerantPort

@@ -1,0 +1,105 @@
+"""The Feetech SDK's port as sgvla's arms use it (`sgvla.so101.hardware.port`), against the SDK's own, on the simulated
+bus with LeRobot's FeetechMotorsBus: a reply that came while the reader was off the CPU is read, not reported lost;
+a late reply to an abandoned instruction does not answer the next one; waiting does not spin."""
+
+import resource
+import time
+
+import pytest
+import scservo_sdk as scs
+from lerobot.motors import Motor, MotorNormMode
+from lerobot.motors.feetech import FeetechMotorsBus
+
+from sgvla.so101.hardware.joints import JOINTS, MOTOR_IDS
+from sgvla.so101.hardware.port import make_load_tolerant
+from sgvla.so101.hardware.servo_server import READ, instruction_packet
+from sgvla.so101.hardware.sim_bus import SimFeetechBus, sim_calibration
+
+PREEMPTED_S = 0.12  # off the CPU after an empty read: more than LeRobot's packet timeout (about 50 ms)
+
+
+@pytest.fixture
+def sim():
+    with SimFeetechBus() as bus:
+        yield bus
+
+
+def connected(sim, tolerant: bool) -> FeetechMotorsBus:
+    """LeRobot's bus, connected (its handshake pings every motor once, so through the tolerant port on a loaded
+    machine), then left on the tolerant port or given the SDK's own back."""
+    motors = {j: Motor(MOTOR_IDS[j], "sts3215", MotorNormMode.DEGREES) for j in JOINTS}
+    bus = FeetechMotorsBus(sim.port, motors, calibration=sim_calibration())
+    make_load_tolerant(bus)
+    bus.connect()
+    if not tolerant:
+        bus.port_handler.__class__ = scs.PortHandler
+    return bus
+
+
+def preempt_after_empty_reads(bus: FeetechMotorsBus, times: int) -> None:
+    """The reader loses the CPU right after a read that found nothing, `times` times: what a loaded host (or
+    another thread holding the GIL) does to it at random moments, here at the worst one. The read is one that came
+    just before the reply's first byte: it returns nothing, whatever the simulated servo (which runs ahead of this
+    process) has sent by now."""
+    handler = bus.port_handler
+    read, left = handler.readPort, [times]
+
+    def read_then_lose_the_cpu(length):
+        if left[0] > 0:
+            left[0] -= 1
+            time.sleep(PREEMPTED_S)
+            return b""
+        return read(length)
+
+    handler.readPort = read_then_lose_the_cpu
+
+
+@pytest.mark.parametrize("tolerant", [False, True], ids=["sdk_port", "load_tolerant_port"])
+def test_a_reply_that_came_while_the_reader_was_preempted_is_read(sim, tolerant):
+    bus = connected(sim, tolerant)
+    try:
+        preempt_after_empty_reads(bus, times=1)
+        if tolerant:
+            assert bus.read("Present_Position", "elbow_flex", normalize=False) == sim.positions()[3]
+        else:  # the SDK's port: the reply sits in the input buffer, and the read is reported lost
+            with pytest.raises(ConnectionError, match="no status packet"):
+                bus.read("Present_Position", "elbow_flex", normalize=False, num_retry=0)
+    finally:
+        bus.disconnect(disable_torque=False)
+
+
+@pytest.mark.parametrize("tolerant", [False, True], ids=["sdk_port", "load_tolerant_port"])
+def test_a_late_reply_does_not_answer_the_next_instruction(sim, tolerant):
+    bus = connected(sim, tolerant)
+    try:
+        present = bus.read("Present_Position", "elbow_flex", normalize=False)
+        # an instruction whose reply nobody read (its reader gave up): Max_Position_Limit of the same motor, 2 bytes
+        limit = sim.register(3, "Max_Position_Limit")
+        assert limit != present
+        address, size = bus.model_ctrl_table["sts3215"]["Max_Position_Limit"]
+        bus.port_handler.ser.write(instruction_packet(3, READ, bytes([address, size])))
+        time.sleep(0.1)  # the reply has come and waits
+        got = bus.read("Present_Position", "elbow_flex", normalize=False)
+        if tolerant:
+            assert got == present
+        else:  # the SDK's port reads the old reply as this one's
+            assert got == limit
+    finally:
+        bus.disconnect(disable_torque=False)
+
+
+def test_waiting_for_a_reply_sleeps_instead_of_spinning(sim):
+    """The SDK's port reads in a loop without pause while it waits (a whole CPU per waiting bus); this one sleeps
+    in select until a byte comes. A motor that never answers makes every ping wait out its whole timeout."""
+    bus = connected(sim, tolerant=True)
+    sim.remove(2)
+    try:
+        before, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        for _ in range(5):
+            assert bus.ping("shoulder_lift") is None  # timed out
+        after, wall_s = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - wall
+        cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        assert wall_s > 5 * 0.04  # each ping waited out LeRobot's timeout (about 50 ms)
+        assert cpu_s < 0.3 * wall_s, (cpu_s, wall_s)
+    finally:
+        bus.disconnect(disable_torque=False)
