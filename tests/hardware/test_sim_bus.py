@@ -116,7 +116,9 @@ def test_dropped_and_corrupt_replies_are_retried(sim, bus):
     assert len(bus.sync_read("Present_Position", num_retry=1)) == 6
     sim.corrupt_replies(1)
     assert len(bus.sync_read("Present_Position", num_retry=1)) == 6
-    sim.corrupt_replies(3)
+    # Three tries of a sync_read of six motors, each answered with corrupt packets: the read fails. (Before the
+    # load-tolerant port, three corrupt replies of one try sufficed: each retry read the previous try's leftovers.)
+    sim.corrupt_replies(3 * len(JOINTS))
     with pytest.raises(ConnectionError, match="Incorrect status packet"):
         bus.sync_read("Present_Position", num_retry=2)
 
