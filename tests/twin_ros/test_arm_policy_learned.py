@@ -138,3 +138,65 @@ def test_tiny_act_runs_an_episode_on_the_arm_with_slow_inference(tiny_act, tmp_p
                                     "task_id": 0, "perturbation": "none", "mode": "standard", "seed": record["seed"],
                                     "episode": 1, "verdict": "failure", "operator_note": "random weights",
                                     "valid": True}]
+
+
+DRIVE = """
+import json, sys, time, rclpy
+from rclpy.action import ActionClient
+from std_msgs.msg import String
+from sgvla_interfaces.action import RunEpisode
+from sgvla_ros.qos import QOS
+from sgvla_ros.state_io import key_values, record_of
+rclpy.init()
+node = rclpy.create_node("driver")
+lines = []
+node.create_subscription(String, "eval/operator", lambda m: lines.append(m.data), QOS["latched"])
+confirm = node.create_publisher(String, "eval/confirm", QOS["reliable"])
+client = ActionClient(node, RunEpisode, "run_episode")
+assert client.wait_for_server(timeout_sec=240), "arm_policy did not come up"
+goal = RunEpisode.Goal(episode=1, policy="act", policy_type="act", policy_options=key_values({"path": sys.argv[1]}),
+                       task_id=0, perturbation="none", mode="standard", seed=0, view="agentview",
+                       context_style="reference", graph_source="none", max_steps=20, suite="so101_hardware",
+                       suite_options=key_values(json.loads(sys.argv[2])))
+future = client.send_goal_async(goal)
+result, result_future, confirmed = None, None, False
+deadline = time.monotonic() + 240
+while result is None and time.monotonic() < deadline:
+    rclpy.spin_once(node, timeout_sec=0.05)
+    if not confirmed and any(line.startswith("confirm") for line in lines):
+        confirmed = True
+        confirm.publish(String(data="start"))
+    if result_future is None and future.done():
+        result_future = future.result().get_result_async()
+    if result_future is not None and result_future.done():
+        result = result_future.result().result
+print(json.dumps({"infra": record_of(result.record).infra_failure, "lines": lines}))
+"""
+
+
+def test_a_camera_the_checkpoint_reads_gone_silent_is_an_infrastructure_failure(tiny_act, tmp_path, ros_env):
+    """The twin publishes the wrist camera only: the checkpoint also reads agentview, so the episode is no result of
+    the policy's but an infrastructure failure naming the silent topic (it is run again)."""
+    rig = rig_file(tmp_path, "twin", cameras=twin_cameras((DEMO_WIDTH, DEMO_HEIGHT), 30))
+    rest = load_twin_config().rest_pose
+    home = from_radians(list(JOINTS), [rest.get(j, 0.0) for j in JOINTS])
+    env = {**ros_env, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
+    config = ["--ros-args", "-p", f"config:={rig}"]
+    procs = [subprocess.Popen([sys.executable, "-m", f"sgvla_ros.{module}", *config, *extra], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for module, extra in [("so101_twin", ["-p", "cameras:=[wrist]", "-p", "graph_rate_hz:=0.0"]),
+                                   ("arm_policy", ["-p", "keyboard:=false", "-p", "cameras:=['']"])]]
+    try:
+        driven = subprocess.run([sys.executable, "-c", DRIVE, str(tiny_act),
+                                 json.dumps({"home": home, "home_tolerance_deg": 6.0, "episode_time_s": 1.0})],
+                                env=env, capture_output=True, text=True, timeout=400)
+    finally:
+        logs = []
+        for proc in reversed(procs):
+            proc.terminate()
+            logs.append(proc.communicate(timeout=60)[0])
+    assert driven.returncode == 0, driven.stderr[-3000:] + "\n".join(entry[-2500:] for entry in logs)
+    seen = json.loads(driven.stdout)
+    assert seen["infra"] == ("InfrastructureFailure: no agentview/image_raw within image_timeout_s=1 (is the camera "
+                             "node running? `sgvla launch so101_eval cameras=true`)"), seen
+    assert not any(line.startswith("verdict") for line in seen["lines"])  # no verdict asked: nothing to judge
