@@ -22,22 +22,39 @@ state); they drive the suite's pick-and-place controller, whose joint goals (rad
 units. Perception older than ``perception_timeout_s`` is an infrastructure failure. The prompt goes out on ``task``
 (latched) for fiducial_graphs' relation rules.
 
+Learned policies (LeRobot checkpoints trained on SO101 data: act, smolvla, pi0, pi05, lerobot with a ``path``):
+the observation is the joint states in LeRobot units and the images of the rig cameras the checkpoint's features
+name (``<camera>/image_raw``, resized to the features' shapes; `sgvla.so101.learned`); chunks are computed in a
+background thread while the current one plays (`So101ChunkedPolicy`), so the control loop never waits for
+inference (before the first chunk the arm holds); the step's prompt (standard, or with the live graph) is the
+task of the chunk asked for at that step; goals are LeRobot units, sent in radians on ``joint_commands`` through
+the arm node's safety layer. ``min_inference_s`` pads each inference (a slow model, stood in for in tests).
+An image older than ``image_timeout_s`` is an infrastructure failure, not the policy's.
+
+Rollouts: with ``rollouts`` (a dataset folder; `sgvla launch so101_eval` sets ``<output_dir>/rollouts``) every
+episode that gets a verdict is saved as an episode of a LeRobot dataset (`sgvla.so101.hardware.rollouts`: state,
+goal and the ``cameras``' images per control step of the run, the layout of `sgvla record`), invalid ones included
+and marked in its ``sgvla_rollouts.jsonl``; the record holds ``rollout_dataset``, ``rollout_episode`` and
+``rollout_frames``. An episode cut short (a kill, an infrastructure failure) is not saved.
+
 The keyboard: when the node's stdin is a terminal (`sgvla launch so101_eval` in a terminal hands it on; `ros2
 launch` gives nodes none) and `keyboard` is true, lines typed there count as well: Enter (or start) confirms,
 stop stops, anything else is a verdict (its source: keyboard). Operator text that is none of these is refused on
 `eval/operator` with what is valid, and waited for again.
 """
 
+import dataclasses
 import sys
 import threading
 import time
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
 import sgvla.plugins  # noqa: F401  (registers suites, policies, context modes)
@@ -51,6 +68,9 @@ from sgvla.policies.registry import PolicyConfig
 from sgvla.scene_graph import Graph, ViewGraph, load_ontology
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
+from sgvla.so101.hardware.recording import RecordingError
+from sgvla.so101.hardware.rollouts import RolloutStore
+from sgvla.so101.learned import So101ChunkedPolicy
 from sgvla.so101.kinematics import Kinematics, quaternion_matrix, transform
 from sgvla.so101.perception.fiducials import load_marker_config
 from sgvla.so101.perception.live import perceived_scene
@@ -68,6 +88,7 @@ from sgvla.so101.hardware.protocol import (
 )
 from sgvla_interfaces.action import RunEpisode
 from sgvla_interfaces.msg import ObjectStates, SceneGraph
+from sgvla_ros.graph_io import upright_image_of
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import run_node, sleep
 from sgvla_ros.state_io import record_msg, values_of
@@ -117,6 +138,12 @@ class ArmPolicy(Node):
         self.declare_parameter("keyboard", True)  # also read the operator's lines from stdin when it is a terminal
         self.declare_parameter("markers", "config/perception/so101_markers.yaml")  # objects' extents (perception)
         self.declare_parameter("perception_timeout_s", 1.0)  # perceived objects or graph older: infrastructure failure
+        self.declare_parameter("cameras", ["agentview", "wrist"])  # rig cameras recorded in the rollouts ([""]: none)
+        self.declare_parameter("image_timeout_s", 1.0)  # a camera image older than this: infrastructure failure
+        self.declare_parameter("rollouts", "")  # LeRobot dataset folder of the episodes' rollouts; empty: none
+        self.declare_parameter("rollout_repo_id", "local/so101_eval_rollouts")
+        self.declare_parameter("min_inference_s", 0.0)  # learned policies: pad each chunk's inference to this long
+        self.declare_parameter("refill_at", 0.5)  # learned policies: next chunk when this share of the current is left
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         self.markers = load_marker_config(resolve_data_path(param("markers")))
         self.perception_timeout_s = float(param("perception_timeout_s"))
@@ -124,7 +151,21 @@ class ArmPolicy(Node):
         self.radians: dict[str, float] = {}  # the latest joint state as published (forward kinematics)
         self.objects = None  # (arrival time, ObjectStates) of perception/objects
         self.graphs: dict[str, tuple[float, SceneGraph]] = {}  # view -> (arrival time, the newest fiducial graph)
-        self.safety = load_hardware_config(param("config")).safety
+        rig = load_hardware_config(param("config"))
+        self.safety = rig.safety
+        by_name = {c.name: c for c in rig.cameras}
+        self.record_cameras = [n for n in param("cameras") if n]
+        missing = [n for n in self.record_cameras if n not in by_name]
+        if missing:
+            raise ValueError(f"arm_policy: camera(s) {missing} not in the rig config; it has {list(by_name)}")
+        self.camera_sizes = {n: (by_name[n].height, by_name[n].width) for n in self.record_cameras}
+        self.image_timeout_s = float(param("image_timeout_s"))
+        self.rollout_root = param("rollouts")
+        self.rollout_repo_id = param("rollout_repo_id")
+        self.rollouts: RolloutStore | None = None  # opened at the first episode (the run folder exists by then)
+        self.learned = {"min_inference_s": float(param("min_inference_s")), "refill_at": float(param("refill_at"))}
+        self.images: dict[str, tuple[float, Image]] = {}  # camera -> (arrival time, the newest image)
+        self.pixels: dict[str, tuple[Image, np.ndarray]] = {}  # camera -> (that image, its array)
         self.joint_timeout_s = float(param("joint_timeout_s"))
         self.joints: dict[str, float] | None = None  # the latest state, LeRobot units
         self.joints_at = 0.0
@@ -140,6 +181,8 @@ class ArmPolicy(Node):
         for view in ("agentview", "wrist"):  # the so101_hardware suite's views
             self.create_subscription(SceneGraph, f"scene_graph/{view}", self.on_graph, QOS["reliable"])
         self.create_subscription(JointState, "joint_states", self.on_joints, QOS["sensor"])
+        for camera in self.record_cameras:
+            self.watch(camera)
         self.create_subscription(String, "eval/confirm", self.on_confirm, QOS["reliable"])
         self.create_subscription(String, "eval/verdict", self.on_verdict, QOS["reliable"])
         # An episode is one coroutine; in a group of its own it never blocks the inputs it awaits.
@@ -154,12 +197,37 @@ class ArmPolicy(Node):
         self.get_logger().info("ready: episodes on the arm, operator on eval/operator, eval/confirm, eval/verdict"
                                + (" and this terminal" if keyboard else ""))
 
+    def destroy_node(self):
+        if self.rollouts is not None:  # drops an episode not saved, releases the dataset writer
+            self.rollouts.close()
+            self.rollouts = None
+        super().destroy_node()
+
     # -- inputs -----------------------------------------------------------------------------------
 
     def on_joints(self, msg: JointState) -> None:
         self.joints = from_radians(msg.name, msg.position)
         self.radians = dict(zip(msg.name, (float(p) for p in msg.position)))
         self.joints_at = time.monotonic()
+
+    def watch(self, camera: str) -> None:
+        """Keep the newest image of ``<camera>/image_raw`` (once per camera)."""
+        if camera not in self.images:
+            self.images[camera] = (float("-inf"), None)
+            self.create_subscription(Image, f"{camera}/image_raw",
+                                     lambda m, c=camera: self.images.__setitem__(c, (time.monotonic(), m)),
+                                     QOS["sensor"])
+
+    def image(self, camera: str) -> np.ndarray:
+        """The newest image of a camera (upright RGB), or an infrastructure failure when there is none this recent."""
+        arrived, msg = self.images[camera]
+        if time.monotonic() - arrived > self.image_timeout_s:
+            raise InfrastructureFailure(f"no {camera}/image_raw within image_timeout_s={self.image_timeout_s:g} "
+                                        "(is the camera node running? `sgvla launch so101_eval cameras=true`)")
+        cached = self.pixels.get(camera)
+        if cached is None or cached[0] is not msg:
+            cached = self.pixels[camera] = (msg, upright_image_of(msg))
+        return cached[1]
 
     def on_graph(self, msg: SceneGraph) -> None:
         if msg.source == FIDUCIAL:
@@ -226,7 +294,11 @@ class ArmPolicy(Node):
         cache = (goal.policy_type, tuple(sorted(options.items())))
         if cache not in self.policies:
             config = PolicyConfig.choice(goal.policy_type)(**options)
-            self.policies[cache] = config.make(ontology=load_ontology(suite.ontology))
+            env = dataclasses.replace(suite.lerobot_env_config(), **self.learned) if config.learned else None
+            policy = self.policies[cache] = config.make(ontology=load_ontology(suite.ontology), env_config=env)
+            if isinstance(policy, So101ChunkedPolicy):  # the images it reads: subscribed before the episode runs
+                for camera in policy.checkpoint.cameras:
+                    self.watch(camera)
         return self.policies[cache]
 
     async def execute(self, goal_handle):
@@ -249,6 +321,15 @@ class ArmPolicy(Node):
         if suite.privileged_scene or suite.in_process:
             raise ValueError(f"arm_policy runs suites of a physical arm (so101_hardware), not {suite.type!r}")
         policy = self.policy(goal, suite)
+        try:
+            return await self.run(goal, key, suite, policy)
+        finally:
+            if isinstance(policy, So101ChunkedPolicy):
+                policy.close()  # the episode's inference thread
+            if self.rollouts is not None:
+                self.rollouts.discard()  # the frames of an episode not saved (an infrastructure failure)
+
+    async def run(self, goal, key: EpisodeKey, suite, policy) -> EpisodeRecord:
         reads_scene = PolicyConfig.choice(goal.policy_type).needs_scene
         if reads_scene and not suite.knows_objects:
             raise ValueError(f"policy {goal.policy_type} reads object positions, which the suite does not know as "
@@ -257,6 +338,11 @@ class ArmPolicy(Node):
         if reads_scene:  # the controller's IK model is compiled now (seconds), not in the first control tick
             info["pick_place"](*info["goal"])
         period = 1.0 / suite.control_rate_hz
+        cameras = sorted(set(self.record_cameras) | set(policy.checkpoint.cameras
+                                                        if isinstance(policy, So101ChunkedPolicy) else ()))
+        if self.rollout_root and self.rollouts is None:
+            self.rollouts = RolloutStore(Path(self.rollout_root), suite.control_rate_hz, self.camera_sizes,
+                                         self.rollout_repo_id)
         timings = {}
         started = time.monotonic()
         start_error, error = await self.home(suite, period)
@@ -281,15 +367,21 @@ class ArmPolicy(Node):
         t = time.monotonic()
         stopped_by = "time limit"
         scene = (lambda: self.perceived(prompt)) if reads_scene else (lambda: None)  # noqa: E731
-        engine.start(prompt, Step(self.observation(prompt), scene()))
+        if self.rollouts is not None:
+            self.rollouts.begin(prompt)
+        engine.start(prompt, Step(self.observation(prompt, cameras), scene()))
         next_tick = time.monotonic()
         while not engine.done:
-            action = engine.act(Step(self.observation(prompt), scene()))
+            observation = self.observation(prompt, cameras)
+            action = engine.act(Step(observation, scene()))
             # the pick-and-place controller's goals are radians (URDF joints); other policies act in the arm's units
             if reads_scene:
-                self.command(from_radians(JOINTS, action))
+                sent = from_radians(JOINTS, action)
             else:
-                self.command(dict(zip(JOINTS, (float(a) for a in action), strict=True)))
+                sent = dict(zip(JOINTS, (float(a) for a in action), strict=True))
+            self.command(sent)
+            if self.rollouts is not None:
+                self.rollouts.add(dict(zip(JOINTS, observation.raw["agent_pos"])), sent, observation.raw["pixels"])
             next_tick += period
             await sleep(self, max(next_tick - time.monotonic(), 0.001))
             operator_stop = "stop" in self.confirms or bool(self.verdicts)
@@ -312,13 +404,41 @@ class ArmPolicy(Node):
         record.failure_reason = "" if verdict.success else f"operator verdict {verdict.outcome}{note}"
         if verdict.outcome == "invalid":
             record.infra_failure = f"the operator marked the episode invalid{note}"
+        if self.rollouts is not None:
+            facts = {**key._asdict(), "episode": int(goal.episode), "verdict": verdict.outcome,
+                     "operator_note": verdict.note, "valid": verdict.outcome != "invalid"}
+            try:
+                record.extra.update(await self.in_thread(self.rollouts.save, facts))
+            except RecordingError as e:  # no replayable rollout: run it again
+                record.infra_failure = f"the rollout could not be saved: {e}"
         self.say(f"recorded episode {goal.episode}: {verdict.outcome}{note}")
         return record
 
-    def observation(self, prompt: str) -> Observation:
+    def observation(self, prompt: str, cameras=()) -> Observation:
+        """The arm now: joints in LeRobot units (``agent_pos``, JOINTS order) and the cameras' newest images."""
         positions = self.present()
-        raw = {"agent_pos": np.array([positions[j] for j in JOINTS], dtype=np.float64)}
+        raw = {"agent_pos": np.array([positions[j] for j in JOINTS], dtype=np.float64),
+               "pixels": {camera: self.image(camera) for camera in cameras}}
         return Observation({}, {}, raw, prompt)
+
+    async def in_thread(self, work, *args):
+        """``work(*args)`` in a thread of its own (a rollout's save encodes video for seconds), awaited without
+        blocking the executor: joint states and the operator's input keep coming in meanwhile."""
+        box: dict = {}
+
+        def run():
+            try:
+                box["value"] = work(*args)
+            except BaseException as e:  # noqa: BLE001 - raised here, in the episode
+                box["error"] = e
+
+        thread = threading.Thread(target=run, name="rollout-save")
+        thread.start()
+        while thread.is_alive():
+            await sleep(self, 0.02)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     async def home(self, suite, period: float) -> tuple[float, float]:
         """Drive to the home pose at bounded speed; (the error it started from, the error once within tolerance),

@@ -194,7 +194,8 @@ SO101_EVAL_TOPICS = (
           "the home pose's goals (at most home_step_deg per tick) and the policy's; clamped to the limits, at most "
           "max_step per tick ahead, held after command_timeout_s without one"),
     Topic("{camera}/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera",),
-          ("fiducial_graphs",), "rgb8 at the camera's fps (perception, recording)"),
+          ("arm_policy", "fiducial_graphs"), "rgb8 at the camera's fps: what learned policies see (the cameras their "
+          "checkpoint names), the episodes' rollouts, perception, the bag"),
     Topic("{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "sensor", "{camera}_optical_frame", ("camera",),
           ("fiducial_graphs",), "intrinsics at the stream's resolution"),
     Topic("{camera}/depth/image_raw", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame", ("camera",),
@@ -222,8 +223,10 @@ SO101_EVAL_NODE_ROLES = {
     "so101_arm": HARDWARE_NODE_ROLES["so101_arm"],
     "camera": "one rig camera (with cameras=true): image, camera_info",
     "arm_policy": "serves run_episode on the arm: home pose at bounded speed, the operator's confirm, the episode "
-                  "engine at the control rate on joint states (with perception: the perceived objects and graph), "
-                  "the operator's verdict; returns the record",
+                  "engine at the control rate on joint states (learned policies: and the cameras' images, chunks "
+                  "computed while the current one plays; with perception: the perceived objects and graph), the "
+                  "operator's verdict; returns the record; saves each episode's rollout as a LeRobot dataset episode "
+                  "(`<output_dir>/rollouts`)",
     "fiducial_graphs": HARDWARE_NODE_ROLES["fiducial_graphs"],
     "evaluator": NODE_ROLES["evaluator"] + " (counterbalanced order; invalid verdicts redone at once)",
     "bag_recorder": NODE_ROLES["bag_recorder"],
@@ -310,9 +313,11 @@ ARGUMENTS: dict[str, tuple[Argument, ...]] = {
         Argument("eval_config", "", "evaluation plan (the files of `sgvla eval`); empty: "
                                     "config/eval/so101_twin.yaml with sim, config/eval/so101_hardware.yaml without"),
         Argument("eval_overrides", "", "key=value overrides of the plan, space-separated, e.g. 'tasks=[0] episodes=1'"),
-        Argument("output_dir", "", "run directory (default: the plan's output_dir)"),
+        Argument("output_dir", "", "run directory (default: the plan's output_dir); on the arm its rollouts/ is the "
+                                   "LeRobot dataset of the episodes' rollouts"),
         Argument("config", "so101", "hardware: rig config name (config/hardware/) or YAML path"),
-        Argument("cameras", "true", "hardware: start the rig's agentview and wrist camera nodes"),
+        Argument("cameras", "true", "hardware: start the rig's agentview and wrist camera nodes (recorded in the "
+                                    "rollouts)"),
         Argument("agentview", "agentview", "hardware: rig camera name of the agent view"),
         Argument("wrist", "wrist", "hardware: rig camera name of the wrist view"),
         Argument("record", "", "rosbag2 folder (MCAP) to record every topic into; empty: no recording"),
@@ -435,18 +440,34 @@ def _hardware(a: dict[str, str]) -> Plan:
                 main=main)
 
 
-def _plan_suite(eval_config: Path) -> str:
-    """The suite type an eval YAML names (libero_spatial when it names none), read without loading the plan."""
+def _plan_data(eval_config: Path) -> dict:
     import yaml
 
     try:
         data = yaml.safe_load(eval_config.read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"argument eval_config: cannot read {eval_config}: {e}") from None
-    suite = data.get("suite") or {}
+    return data if isinstance(data, dict) else {}
+
+
+def _plan_suite(eval_config: Path) -> str:
+    """The suite type an eval YAML names (libero_spatial when it names none), read without loading the plan."""
+    suite = _plan_data(eval_config).get("suite") or {}
     return str(suite.get("type", "libero_spatial")) if isinstance(suite, dict) else str(suite)
 
 
+def _plan_output_dir(eval_config: Path, overrides: str, output_dir: str) -> Path:
+    """The run folder the evaluator will write (the argument, else the overrides', else the plan's), absolute:
+    what arm_policy writes the rollouts into too."""
+    from sgvla.core.config import parse_line
+    from sgvla.eval.config import EvalConfig
+
+    out = output_dir.strip() or parse_line(overrides).get("output_dir") or _plan_data(eval_config).get(
+        "output_dir") or EvalConfig.output_dir
+    return Path(str(out)).expanduser().absolute()
+
+
+ROLLOUTS = "rollouts"  # arm_policy's LeRobot dataset of the episodes' rollouts, in the run folder
 OPERATOR_EPISODE_TIMEOUT_S = 12 * 3600.0  # an episode on the arm waits for its operator (a break, a long day)
 
 
@@ -478,13 +499,15 @@ def _so101_eval(a: dict[str, str]) -> Plan:
     if _truthy(a["perception"], "perception"):
         nodes.append(NodeSpec("fiducial_graphs", "fiducial_graphs", {
             "config": config, "cameras": [a["agentview"], a["wrist"]]}))
-    nodes.append(NodeSpec("arm_policy", "arm_policy", {"config": config}))
+    out = _plan_output_dir(resolve_data_path(eval_config), a["eval_overrides"], a["output_dir"])
+    cameras = [a["agentview"], a["wrist"]] if _truthy(a["cameras"], "cameras") else [""]  # [""]: none
+    nodes.append(NodeSpec("arm_policy", "arm_policy", {"config": config, "cameras": cameras,
+                                                       "rollouts": str(out / ROLLOUTS)}))
     record = a["record"].strip()
     if record:
         nodes.append(NodeSpec("bag_recorder", "bag_recorder", {"output": str(Path(record).expanduser().absolute())}))
     nodes.append(NodeSpec("evaluator", "evaluator", {
-        "config": str(resolve_data_path(eval_config)), "overrides": a["eval_overrides"],
-        "output_dir": str(Path(a["output_dir"]).expanduser().absolute()) if a["output_dir"] else "",
+        "config": str(resolve_data_path(eval_config)), "overrides": a["eval_overrides"], "output_dir": str(out),
         "wait_for_nodes": [n.name for n in nodes],
         "wait_for_subscribers": subscriber_counts(tuple(nodes), ("joint_commands", "joint_states"),
                                                   SO101_EVAL_TOPICS),

@@ -92,7 +92,9 @@ class TopicEvaluation:
         episode the operator marked invalid is logged with its note and goes back to the front of the queue."""
         if record.extra.get("verdict") == "invalid":  # the operator's redo: no result; the same episode next
             self.invalid += 1
-            notes = {k: record.extra[k] for k in ("verdict_source", "operator_note") if k in record.extra}
+            # the note, and where its rollout was saved (kept and marked invalid, so it can be replayed too)
+            notes = {k: v for k, v in record.extra.items()
+                     if k in ("verdict_source", "operator_note") or k.startswith("rollout_")}
             self.run_dir.infra.add(record.key, "invalid", record.infra_failure, **notes)
             self.todo.insert(0, record.key)
             log.info("episode %s marked invalid by the operator; running it again", tuple(record.key))

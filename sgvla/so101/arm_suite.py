@@ -5,7 +5,9 @@ the operator sets the real scene as the task and perturbation describe. Episodes
 (`sgvla launch so101_eval`, the `arm_policy` node): the arm returns home at bounded speed, the operator confirms the
 scene, the policy runs until the time limit or an operator stop, and the operator's verdict is the result
 (`sgvla.so101.hardware.protocol`). Without perception nothing knows where the objects are, so plans run the
-standard mode (graph modes are refused when the plan loads) with policies that read joint states (`hold`). With
+standard mode (graph modes are refused when the plan loads) with policies that read joint states (`hold`) or
+LeRobot checkpoints trained on SO101 data (act, smolvla, pi0, pi05, lerobot: they read the joint states and the
+rig cameras' images the checkpoint names; `sgvla.so101.learned`). With
 ``perception: true`` (and `sgvla launch so101_eval perception=true`, which starts `fiducial_graphs`) the live graph of
 graph modes is the perceived one (``scene_graph/<view>``, source fiducial) and policies that read the scene
 (expert, prompt_grounded) read the perceived objects (``perception/objects``), never the simulator's.
@@ -53,7 +55,7 @@ class So101HardwareSuite(SuiteConfig):
     tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
     ontology: ClassVar[str] = "so101_tabletop"
     views: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
-    learned_policies: ClassVar[bool] = False  # LeRobot checkpoints on the arm: issue 14.6
+    learned_policies: ClassVar[bool] = True  # LeRobot checkpoints trained on SO101 data (sgvla.so101.learned)
     image_graph_sources: ClassVar[bool] = False
     privileged_scene: ClassVar[bool] = False  # no simulator: what is known of the objects is perceived
     in_process: ClassVar[bool] = False  # runs over the arm's topics only
@@ -93,6 +95,13 @@ class So101HardwareSuite(SuiteConfig):
         layout = load_perturbations(perturbation, config).layout(config, task_id)
         return {"goal": (TARGET, layout.place), "table_center": [*config.table_center_xy, 0.0],
                 "pick_place": _controller_factory()}
+
+    def lerobot_env_config(self):
+        """Checkpoints load by the features of the data they were trained on; on the arm their chunks are computed
+        while the current one plays (`So101ChunkedPolicy`: the control loop never waits)."""
+        from sgvla.so101.learned import So101Embodiment
+
+        return So101Embodiment(chunked=True)
 
     @property
     def max_steps(self) -> int:

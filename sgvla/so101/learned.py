@@ -244,13 +244,74 @@ class So101LeRobotPolicy:
         return {}
 
 
+class So101ChunkedPolicy(So101LeRobotPolicy):
+    """A checkpoint as the `Policy` of an episode on the physical arm (the arm_policy node): ``act`` never waits
+    for inference. A `ChunkedActor` per episode computes chunks in the background while the current one plays;
+    ``act`` is called once per control step and returns that step's goal (LeRobot units, JOINTS order), or, before
+    the first chunk has come, the present positions (the arm holds). The raw observation is the arm's:
+    ``agent_pos`` in LeRobot units (JOINTS order) and ``pixels`` (upright RGB by rig camera name). The prompt of
+    each step (the standard one, or with the live graph) is the task of the chunk asked for at that step.
+    ``close`` ends the episode's inference thread."""
+
+    def __init__(self, checkpoint: So101Checkpoint, name: str, refill_at: float = 0.5) -> None:
+        super().__init__(checkpoint, name)
+        if not 0.0 <= refill_at < 1.0:  # checked now, not at the first episode
+            raise ValueError(f"refill_at is a share of a chunk in [0, 1), got {refill_at}")
+        self.refill_at = refill_at
+        self.actor: ChunkedActor | None = None
+        self._step = 0
+        self._waited = 0  # steps before the first chunk came (the arm held)
+
+    def reset(self, prompt: str) -> None:
+        self.close()
+        self.checkpoint.reset()
+        self._step = self._waited = 0
+        self.actor = ChunkedActor(self.checkpoint, prompt, self.refill_at)
+
+    def act(self, step) -> np.ndarray:
+        if self.actor is None:
+            raise RuntimeError("reset() comes first")
+        raw = step.observation
+        positions = dict(zip(JOINTS, map(float, raw["agent_pos"]), strict=True))
+        self.actor.task = step.prompt
+        goal = self.actor.tick(self._step, lambda: So101Observation(positions, raw.get("pixels", {})))
+        self._step += 1
+        if goal is None:
+            self._waited += 1
+            goal = positions
+        return np.array([goal[j] for j in JOINTS], dtype=np.float64)
+
+    def decision(self) -> dict[str, Any]:
+        """How the chunks kept up: chunks adopted, inference seconds, steps held for want of a chunk."""
+        if self.actor is None:
+            return {}
+        stats = self.actor.stats
+        inference = stats.inference_s or [0.0]
+        return {"chunks": stats.chunks, "inference_ms_mean": round(1000 * float(np.mean(inference)), 1),
+                "inference_ms_max": round(1000 * max(inference), 1), "first_chunk_step": self._waited,
+                "held_steps": stats.held, "skipped_goals": stats.skipped}
+
+    def close(self) -> None:
+        if self.actor is not None:
+            self.actor.close()
+
+
 @dataclass(frozen=True)
 class So101Embodiment:
-    """The twin suite's `lerobot_env_config`: LeRobot policy configs (`LeRobotPolicyConfig.make`) load their
-    checkpoint as an SO101 policy, by the checkpoint's own features (no LeRobot env config describes the SO101)."""
+    """The SO101 suites' `lerobot_env_config`: LeRobot policy configs (`LeRobotPolicyConfig.make`) load their
+    checkpoint as an SO101 policy, by the checkpoint's own features (no LeRobot env config describes the SO101).
+    The twin suite (in process, stepped) gets the blocking `So101LeRobotPolicy`; the arm (``chunked``: a control
+    loop that must not wait) `So101ChunkedPolicy`, its inference padded to ``min_inference_s``."""
+
+    chunked: bool = False
+    min_inference_s: float = 0.0
+    refill_at: float = 0.5
 
     def make_policy(self, config) -> So101LeRobotPolicy:
         if config.max_prompt_tokens is not None:
             raise ValueError("max_prompt_tokens is not supported for SO101 checkpoints yet")
-        checkpoint = So101Checkpoint(config.path, device=config.device, policy_type=config.checkpoint_type)
+        checkpoint = So101Checkpoint(config.path, device=config.device, policy_type=config.checkpoint_type,
+                                     min_inference_s=self.min_inference_s)
+        if self.chunked:
+            return So101ChunkedPolicy(checkpoint, config.display_name, self.refill_at)
         return So101LeRobotPolicy(checkpoint, config.display_name)

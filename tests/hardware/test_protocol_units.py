@@ -78,3 +78,6 @@ def test_the_hardware_plan_loads_counterbalanced_and_refuses_what_the_arm_cannot
     perceived = load_config(EvalConfig, PLAN, {"suite.perception": True, "modes": ["standard", "scene_graph"],
                                                 "policies": [{"type": "prompt_grounded"}]})
     assert perceived.suite.graph_modes and perceived.suite.knows_objects
+    # LeRobot checkpoints trained on SO101 data run on the arm, chunks computed while the current one plays
+    learned = load_config(EvalConfig, PLAN, {"policies": [{"type": "act", "path": "/ckpt/act"}]})
+    assert learned.policies[0].learned and learned.suite.lerobot_env_config().chunked

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -287,6 +288,17 @@ def test_so101_eval_plans_the_arm_or_the_twin_and_documents_its_parameters():
     assert ev["wait_for_nodes"] == ["so101_arm", "arm_policy"]
     assert ev["wait_for_subscribers"] == ["joint_states:1", "joint_commands:1"]
     assert ev["episode_timeout_s"] == 12 * 3600.0  # the operator sets the pace
+    # arm_policy saves the rollouts into the run folder the evaluator writes (the plan's, absolute), with the cameras
+    # the launch starts (none here)
+    run = Path("outputs/eval/so101_hardware").absolute()
+    assert ev["output_dir"] == str(run)
+    assert arm.node("arm_policy").parameters["rollouts"] == str(run / "rollouts")
+    assert arm.node("arm_policy").parameters["cameras"] == [""]
+    out = launch_plan("so101_eval", {"eval_overrides": "output_dir=~/runs/a 'tasks=[0]'", "wrist": "gripper_cam"})
+    assert out.node("arm_policy").parameters["rollouts"] == str(Path("~/runs/a/rollouts").expanduser())
+    assert out.node("arm_policy").parameters["cameras"] == ["agentview", "gripper_cam"]
+    assert launch_plan("so101_eval", {"output_dir": "x"}).node("evaluator").parameters["output_dir"] == str(
+        Path("x").absolute())
     twin = launch_plan("so101_eval", {"sim": "true"})
     assert [n.name for n in twin.nodes] == [n.name for n in launch_plan("sim_eval").nodes]  # sim_eval's graph
     assert twin.node("evaluator").parameters["config"].endswith("config/eval/so101_twin.yaml")

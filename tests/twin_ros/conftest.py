@@ -2,8 +2,10 @@
 that runs `sgvla launch hardware ...` on the test's loopback-only domain.
 
 The simulated buses are served by `sgvla sim-bus`, which the launched nodes reach by port path, as they would an
-arm plugged into the machine."""
+arm plugged into the machine. Learned policies: a twin demo dataset and tiny random-weight checkpoints built from
+its features (session fixtures)."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -81,3 +83,42 @@ def sgvla_launch(args: list[str], env: dict, domain_id: int, timeout_s: float) -
     # For assertion messages: the launch's own lines (which node exited early) and the log's tail.
     proc.summary = "\n".join([line for line in lines if line.startswith("sgvla launch")] + ["..."]) + proc.log[-3500:]
     return proc
+
+
+# Learned SO101 policies: a twin demo dataset (`sgvla demos generate --suite so101_twin`, the layout `sgvla record`
+# writes) and tiny random-weight checkpoints built from its features, once per test session.
+LEARNED_ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
+DEMO_WIDTH, DEMO_HEIGHT = 64, 48
+RATE_HZ = 30.0
+
+
+def sgvla_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`sgvla ARGS` in a child process; `.log` holds its output without the video encoders' banner lines."""
+    proc = subprocess.run([sys.executable, "-m", "sgvla.cli", *args], env=LEARNED_ENV, capture_output=True, text=True,
+                          timeout=timeout)
+    proc.log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines()
+                         if not line.startswith(("Svt", "x265")))
+    return proc
+
+
+@pytest.fixture(scope="session")
+def demos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demos") / "so101_twin"
+    done = sgvla_cli("demos", "generate", "--suite", "so101_twin", "--tasks", "0", "--episodes", "1", "--image-size",
+                     f"{DEMO_WIDTH}x{DEMO_HEIGHT}", "--out", str(root))
+    assert done.returncode == 0, done.log[-4000:]
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_act(demos, tmp_path_factory):
+    from sgvla.policies.tiny import build_tiny_act
+
+    return build_tiny_act(tmp_path_factory.mktemp("act") / "act", dataset=demos)
+
+
+@pytest.fixture(scope="session")
+def tiny_smolvla(demos, tmp_path_factory):
+    from sgvla.policies.tiny import build_tiny_smolvla
+
+    return build_tiny_smolvla(tmp_path_factory.mktemp("smolvla") / "smolvla", dataset=demos)

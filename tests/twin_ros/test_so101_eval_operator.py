@@ -5,7 +5,8 @@ eval/confirm and eval/verdict, once by typing into the launch's terminal (a pseu
 each scene, stops one episode early, marks one invalid (the evaluator runs it again at once), and withholds the
 verdict of a later one; the test then SIGKILLs the whole launch (every
 node at once, as a power cut would) and launches the same plan again. The records must hold every episode of the
-plan exactly once, with the verdicts the operator gave, the home pose reached at bounded speed before each.
+plan exactly once, with the verdicts the operator gave, the home pose reached at bounded speed before each, and
+each episode with a verdict saved whole as an episode of the run's rollouts dataset (the killed one not).
 """
 
 import json
@@ -18,12 +19,14 @@ import time
 
 import pytest
 import yaml
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 import sgvla.plugins  # noqa: F401
 from sgvla.core.config import load_config
 from sgvla.core.episode import EpisodeKey
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.runner import plan
+from sgvla.so101.hardware.rollouts import rollout_index
 
 from .conftest import rig_file
 
@@ -170,3 +173,13 @@ def test_operator_protocol_over_topics_killed_and_resumed(tmp_path, calibration_
     assert [(EpisodeKey.of(r), r["kind"], r["operator_note"]) for r in invalid] == [
         (keys[1], "invalid", "the bowl was not where the card says")]
     assert "success" in (out / "table.md").read_text()  # the report, as `sgvla eval` writes it
+    # Every episode with a verdict is a rollout in the run folder's LeRobot dataset (joints only: no cameras here),
+    # the invalid one kept and marked; the episode killed while its verdict was awaited left nothing.
+    assert [r["rollout_episode"] for r in records] == [0, 2, 3, 4] and invalid[0]["rollout_episode"] == 1
+    assert all(r["rollout_dataset"] == str(out / "rollouts") and r["rollout_frames"] == r["steps"] for r in records)
+    index = rollout_index(out / "rollouts")
+    assert [(e["episode_index"], e["verdict"], e["valid"]) for e in index] == [
+        (0, "success", True), (1, "invalid", False), (2, "failure", True), (3, "success", True), (4, "failure", True)]
+    dataset = LeRobotDataset("local/so101_eval_rollouts", root=out / "rollouts")
+    assert dataset.meta.total_episodes == 5
+    assert dataset.meta.total_frames == sum(r["steps"] for r in records) + invalid[0]["rollout_frames"]

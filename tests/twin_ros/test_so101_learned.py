@@ -5,7 +5,6 @@ so101_policy node driving the twin node, with inference three times slower than 
 command stream keeps the control rate."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -17,44 +16,13 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.so101.hardware.recording import dataset_features
 
-from .conftest import rig_file
+from .conftest import DEMO_HEIGHT as HEIGHT
+from .conftest import DEMO_WIDTH as WIDTH
+from .conftest import LEARNED_ENV as ENV
+from .conftest import RATE_HZ, rig_file
+from .conftest import sgvla_cli as sgvla
 
 pytestmark = pytest.mark.sim
-
-ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
-WIDTH, HEIGHT = 64, 48
-RATE_HZ = 30.0
-
-
-def sgvla(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "sgvla.cli", *args], env=ENV, capture_output=True, text=True,
-                          timeout=timeout)
-    proc.log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines()
-                         if not line.startswith(("Svt", "x265")))
-    return proc
-
-
-@pytest.fixture(scope="module")
-def demos(tmp_path_factory):
-    root = tmp_path_factory.mktemp("demos") / "so101_twin"
-    done = sgvla("demos", "generate", "--suite", "so101_twin", "--tasks", "0", "--episodes", "1", "--image-size",
-                 f"{WIDTH}x{HEIGHT}", "--out", str(root))
-    assert done.returncode == 0, done.log[-4000:]
-    return root
-
-
-@pytest.fixture(scope="module")
-def tiny_act(demos, tmp_path_factory):
-    from sgvla.policies.tiny import build_tiny_act
-
-    return build_tiny_act(tmp_path_factory.mktemp("act") / "act", dataset=demos)
-
-
-@pytest.fixture(scope="module")
-def tiny_smolvla(demos, tmp_path_factory):
-    from sgvla.policies.tiny import build_tiny_smolvla
-
-    return build_tiny_smolvla(tmp_path_factory.mktemp("smolvla") / "smolvla", dataset=demos)
 
 
 def test_demos_are_a_lerobot_dataset_as_sgvla_record_writes(demos):
