@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             what = "a LeRobot dataset" if kind == "lerobot" else "an HDF5 file"
             raise ValueError(f"{' '.join(misplaced)}: not options for {what} (see sgvla annotate --help)")
         return annotate_lerobot(args) if kind == "lerobot" else annotate_hdf5(args)
-    except ValueError as e:
+    except (ValueError, OSError) as e:  # bad input or settings: a message, no traceback
         print(f"sgvla annotate: {e}", file=sys.stderr)
         return 2
 
@@ -113,6 +113,6 @@ def annotate_lerobot(args: argparse.Namespace) -> int:
     done = annotate_dataset(args.input, cameras, markers, redo=args.redo,
                             progress=lambda episode, frames: print(f"episode {episode}: {frames} frames",
                                                                    file=sys.stderr))
-    print(f"{args.input}: {len(done.annotated)} episodes annotated ({done.frames} frames), {len(done.stored)} "
+    print(f"{args.input}: annotated {len(done.annotated)} episode(s) ({done.frames} frames), {len(done.stored)} "
           f"already stored; poses and graphs in {done.folder}")
     return 0

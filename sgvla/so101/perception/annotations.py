@@ -295,4 +295,4 @@ class DatasetAnnotations:
 
 def load_annotations(dataset) -> DatasetAnnotations:
     """The stored annotations of a dataset: its root folder, or a ``LeRobotDataset`` (its ``root``)."""
-    return DatasetAnnotations(dataset.root if hasattr(dataset, "root") else dataset)
+    return DatasetAnnotations(dataset if isinstance(dataset, (str, Path)) else dataset.root)
