@@ -15,9 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser("annotate", help="scene graphs (and, for a LeRobot dataset, perceived object poses) of a "
                        "dataset, stored with it (resumable)", description=__doc__,
@@ -48,9 +45,10 @@ def input_kind(path: Path) -> str:
         raise ValueError(f"{path}: a folder without meta/info.json is no LeRobot dataset; expected {expected}")
     if not path.exists():
         raise ValueError(f"{path}: no such file or folder; expected {expected}")
-    with path.open("rb") as f:
-        if f.read(len(HDF5_SIGNATURE)) != HDF5_SIGNATURE:
-            raise ValueError(f"{path}: not an HDF5 file; expected {expected}")
+    import h5py
+
+    if not h5py.is_hdf5(path):
+        raise ValueError(f"{path}: not an HDF5 file; expected {expected}")
     return "hdf5"
 
 
