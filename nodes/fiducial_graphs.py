@@ -21,6 +21,7 @@ from std_msgs.msg import Header, String
 
 from sgvla.so101.hardware.calibration import load_camera_calibration
 from sgvla.so101.hardware.config import load_hardware_config
+from sgvla.so101.kinematics import quaternion_xyzw
 from sgvla.paths import resolve_data_path
 from sgvla.so101.perception.fiducials import load_marker_config
 from sgvla.so101.perception.live import LivePerception, StreamImage
@@ -41,12 +42,6 @@ def depth_metres(msg: Image) -> np.ndarray:
         raise ValueError(f"expected a 16UC1 depth image (millimetres), got {msg.encoding!r}")
     rows = np.frombuffer(bytes(msg.data), dtype="<u2" if not msg.is_bigendian else ">u2")
     return rows.reshape(msg.height, msg.step // 2)[:, : msg.width].astype(np.float32) / 1000.0
-
-
-def quaternion_xyzw(rotation: np.ndarray) -> tuple[float, float, float, float]:
-    from scipy.spatial.transform import Rotation
-
-    return tuple(float(v) for v in Rotation.from_matrix(rotation).as_quat())
 
 
 class FiducialGraphs(ResourceNode):

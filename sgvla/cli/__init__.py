@@ -24,7 +24,6 @@ SUBCOMMANDS = {
     "launch": "launch",
     "calibrate": "calibrate",
     "markers": "markers",
-    "fiducial-graphs": "fiducial_graphs",
 }
 
 

@@ -163,12 +163,13 @@ def annotate_file(src: str | Path, dst: str | Path, views: Sequence[str] = VIEWS
     unknown = [v for v in views if v not in VIEWS]
     if unknown:
         raise ValueError(f"unknown views {unknown}; choose from {list(VIEWS)}")
+    with h5py.File(src, "r") as f:  # before any copy is made
+        if DATA not in f:
+            raise ValueError(f"{src}: no '{DATA}' group; not a LIBERO-layout file")
     partial = partial_path(dst)
     if not partial.is_file():
         _copy_atomically(src, partial)
     with h5py.File(partial, "r+") as f:
-        if DATA not in f:
-            raise ValueError(f"{src}: no '{DATA}' group; not a LIBERO-layout file")
         data = f[DATA]
         task = task_text(data, src)
         names = demo_names(data)

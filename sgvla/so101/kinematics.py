@@ -48,6 +48,13 @@ def quaternion_matrix(xyzw) -> np.ndarray:
                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
+def quaternion_xyzw(rotation: np.ndarray) -> tuple[float, float, float, float]:
+    """The quaternion x, y, z, w of a (3, 3) rotation (the inverse of :func:`quaternion_matrix`)."""
+    from scipy.spatial.transform import Rotation
+
+    return tuple(float(v) for v in Rotation.from_matrix(rotation).as_quat())
+
+
 @dataclass(frozen=True)
 class UrdfJoint:
     name: str

@@ -133,13 +133,14 @@ def test_vlm_bench_refuses_twin_frames_under_another_ontology(twin_demos, tmp_pa
 
 
 def test_fiducial_graphs_of_recorded_frames_are_the_reference_of_vlm_bench(tmp_path, stub, monkeypatch, capsys):
-    """A dataset as `sgvla record` writes it (here from the twin at rest, 320x240): fiducial graphs computed from its
-    images and joint states agree with the twin's ground truth, and vlm-bench scores against them."""
+    """A dataset as `sgvla record` writes it (here from the twin at rest, 320x240): fiducial graphs that `sgvla
+    annotate` computes from its images and joint states agree with the twin's ground truth, and vlm-bench scores
+    against them."""
     from sgvla.scene_graph import load_ontology
     from sgvla.scene_graph.metrics import score_frame
     from sgvla.so101.hardware.joints import JOINTS, from_radians
     from sgvla.so101.hardware.recording import EpisodeStore, dataset_features
-    from sgvla.so101.perception.dataset_graphs import write_fiducial_graphs
+    from sgvla.so101.perception.annotations import annotate_dataset
     from sgvla.so101.perception.fiducials import load_marker_config
     from sgvla.so101.twin.config import load_twin_config
     from sgvla.so101.twin.fiducial_check import twin_cameras
@@ -167,16 +168,20 @@ def test_fiducial_graphs_of_recorded_frames_are_the_reference_of_vlm_bench(tmp_p
 
     # From the command line, each camera with the calibration file of its name (the twin's cameras are made from
     # those files) ...
-    assert main(["fiducial-graphs", str(root), "--camera", "wrist=nope"]) == 2
-    assert main(["fiducial-graphs", str(root), "--camera", "top=agentview"]) == 2
+    assert main(["annotate", str(root), "--camera", "wrist=nope"]) == 2
+    assert main(["annotate", str(root), "--camera", "top=agentview"]) == 2
     said = capsys.readouterr()
     assert "camera calibration file not found" in said.err and "with NAME one of the dataset's cameras ['agentview', " \
         "'wrist']" in said.err
-    assert main(["fiducial-graphs", str(root)]) == 0
-    assert capsys.readouterr().out.strip().endswith("sgvla_scene_graphs/fiducial/graphs.jsonl")
-    # ... and in process with the renderer's own pinhole intrinsics, written anew.
-    path = write_fiducial_graphs(root, cameras, load_marker_config())
-    assert find_reference_graphs(root) == path == root / "sgvla_scene_graphs" / "fiducial" / "graphs.jsonl"
+    assert main(["annotate", str(root)]) == 0
+    assert capsys.readouterr().out.strip().endswith("poses and graphs in " + str(root / "sgvla_scene_graphs/fiducial"))
+    # ... and in process with the renderer's own pinhole intrinsics: other settings, written anew only when asked.
+    with pytest.raises(ValueError, match="camera 'agentview'.s model .* redo them all"):
+        annotate_dataset(root, cameras, load_marker_config())
+    done = annotate_dataset(root, cameras, load_marker_config(), redo=True)
+    path = find_reference_graphs(root)
+    assert done.annotated == [0] and path == done.folder / "graphs.jsonl" == root / "sgvla_scene_graphs" / "fiducial" \
+        / "graphs.jsonl"
     refs = read_reference_graphs(path)
     assert set(refs) == {(0, f, v) for f in range(3) for v in ("agentview", "robot0_eye_in_hand")}
     ontology = load_ontology("so101_tabletop")
