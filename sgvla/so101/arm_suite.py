@@ -7,8 +7,8 @@ scene, the policy runs until the time limit or an operator stop, and the operato
 (`sgvla.so101.hardware.protocol`). Without perception nothing knows where the objects are, so plans run the
 standard mode (graph modes are refused when the plan loads) with policies that read joint states (`hold`). With
 ``perception: true`` (and `sgvla launch so101_eval perception=true`, which starts `fiducial_graphs`) the live graph of
-graph modes is the perceived one (``scene_graph/<view>``, source fiducial) and policies that read the scene
-(expert, prompt_grounded) read the perceived objects (``perception/objects``), never the simulator's.
+graph modes is the perceived one (``scene_graph/<view>``; the plan's ``graph_source: fiducial``) and policies that
+read the scene (expert, prompt_grounded) read the perceived objects (``perception/objects``), never the simulator's.
 """
 
 from __future__ import annotations
@@ -77,6 +77,10 @@ class So101HardwareSuite(SuiteConfig):
 
     @property
     def knows_objects(self) -> bool:
+        return self.perception
+
+    @property
+    def perceives(self) -> bool:
         return self.perception
 
     def setup_hint(self) -> str:

@@ -69,6 +69,12 @@ class PickPlaceParams:
     sag_gain: float = 0.15  # per step: integral correction of the servos' steady-state error (gravity sag)
     max_sag: float = 0.04  # m: bound of that correction
 
+    @property
+    def closed_below(self) -> float:
+        """The gripper angle (rad) below which the jaws count as closed, for perception's carried objects: the middle
+        of the open and closed angles."""
+        return (self.open_angle + self.closed_angle) / 2
+
 
 def _grasp_offset(model: mujoco.MjModel, site: int, wall_to_fixed_pad: float) -> np.ndarray:
     """The point that goes on the wall, in the gripperframe: between the jaws' midpoint (at the grasp
