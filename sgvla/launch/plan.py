@@ -467,8 +467,8 @@ def _so101_eval(a: dict[str, str]) -> Plan:
         if _truthy(a["perception"], "perception"):
             raise ValueError("argument perception: so101_eval sim=true takes perception from its plan (the twin "
                              "suite's perception: true with graph_source: fiducial, e.g. "
-                             "config/eval/so101_twin_fiducial.yaml); perception=true starts fiducial_graphs for the arm "
-                             "(sim=false)")
+                             "config/eval/so101_twin_fiducial.yaml); perception=true starts fiducial_graphs for the "
+                             "arm (sim=false)")
         twin = _sim_eval({"eval_config": eval_config, "eval_overrides": a["eval_overrides"],
                           "output_dir": a["output_dir"], "params_file": params, "stepping": "lockstep",
                           "render_images": a["render_images"], "record": a["record"]})

@@ -1,5 +1,5 @@
-"""The twin's objects as its cameras perceive them: what the so101_twin suite's ``perception: true`` puts in place of the
-simulator's object state (the meaning so101_hardware's ``perception: true`` has on the arm).
+"""The twin's objects as its cameras perceive them: what the so101_twin suite's ``perception: true`` puts in place of
+the simulator's object state (the meaning so101_hardware's ``perception: true`` has on the arm).
 
 Every control step (the reset's first observation included) the twin renders each camera at its image size (the twin
 config's, or the suite's ``image_size``) in RGB, with depth for the cameras that have it on the twin rig
