@@ -84,3 +84,28 @@ def test_prompt_grounded_succeeds_on_perceived_objects_in_process(tmp_path):
     assert record["graph_source"] == "fiducial" and record["decision_target"] == "black_bowl_1"
     assert "target_black_bowl" in record["prompt"]
     assert record["success"] and record["steps"] < 300, record
+
+
+def test_pick_and_place_keeps_an_object_the_perceived_scene_lost():
+    """The perceived scene drops an object whose markers stay hidden past the tracker's age (the stove under the
+    carried bowl): the controller goes on with where it last had it, as it would with the object in the scene."""
+    import dataclasses
+
+    backend = TwinBackend(1, render_images=False)
+    try:
+        backend.reset(0)
+        full = backend.pick_place("black_bowl_1", "black_stove")
+        lossy = backend.pick_place("black_bowl_1", "black_stove")
+        for step in range(300):
+            if full.phase.name == "LOWER":  # the stove's place is read from TRAVERSE on
+                break
+            scene = backend.scene()
+            keep = [i for i, n in enumerate(scene.objects) if n != "black_stove" or step < 5]
+            lost = dataclasses.replace(scene, objects=tuple(scene.objects[i] for i in keep),
+                                       positions=scene.positions[keep])
+            action = full.act(scene)
+            np.testing.assert_allclose(lossy.act(lost), action, atol=1e-9)  # the stove settles by 1e-15 m
+            backend.step(action)
+        assert full.phase == lossy.phase and full.phase.name == "LOWER"
+    finally:
+        backend.close()
