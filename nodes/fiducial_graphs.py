@@ -34,7 +34,7 @@ from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 SOURCE = "fiducial"  # SceneGraph.source of these graphs (the message has no constant for it)
 FRAME = "base_link"
 # The gripper counts as closed below the middle of the scripted grasp's open and closed angles (radians).
-CLOSED_BELOW = (PickPlaceParams.open_angle + PickPlaceParams.closed_angle) / 2
+CLOSED_BELOW = PickPlaceParams().closed_below
 
 
 def depth_metres(msg: Image) -> np.ndarray:
@@ -95,7 +95,7 @@ class FiducialGraphs(ResourceNode):
             from sgvla.so101.twin.config import load_twin_config
 
             config = load_twin_config()
-            files = {"agentview": config.agentview_calibration, "wrist": config.wrist_calibration}
+            files = config.calibration_files()
             if camera.device in files:
                 return files[camera.device]
         raise ValueError(f"fiducial_graphs: camera {camera.name!r} has no calibration file (its extrinsic places "

@@ -8,5 +8,6 @@ import sgvla.libero.suite  # noqa: F401  libero_spatial
 import sgvla.policies.registry  # noqa: F401  LeRobot checkpoints: act, smolvla, pi0, pi05, lerobot
 import sgvla.policies.scripted  # noqa: F401  expert, prompt_grounded, hold
 import sgvla.so101.arm_suite  # noqa: F401  so101_hardware
+import sgvla.so101.perception.source  # noqa: F401  fiducial
 import sgvla.so101.twin.suite  # noqa: F401  so101_twin
 import sgvla.vlm.source  # noqa: F401  vlm

@@ -2,8 +2,9 @@
 
 A source turns the current step into the `ViewGraph` (triplets, and boxes where it knows them) of a camera view;
 the episode engine asks it every step of a mode that reads the graph. ``ground_truth`` reads the backend's
-geometry (the paper's live context); ``vlm`` (sgvla.vlm.source) asks a VLM about the camera image; a source that
-cannot give a graph raises `InfrastructureFailure`, so its failure is never counted as the policy's.
+geometry (the paper's live context); ``vlm`` (sgvla.vlm.source) asks a VLM about the camera image; ``fiducial``
+(sgvla.so101.perception.source) gives the graph of the objects a suite with perception perceives from their markers;
+a source that cannot give a graph raises `InfrastructureFailure`, so its failure is never counted as the policy's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from sgvla.scene_graph import Ontology, ViewGraph
 class GraphSourceConfig(Choice, kind="graph source"):
     gives_boxes: ClassVar[bool] = True  # boxes of the visible objects (the bounding-box context modes need them)
     reads_images: ClassVar[bool] = False  # needs camera images rendered
+    reads_simulator: ClassVar[bool] = False  # reads the simulator's geometry (none where objects are perceived)
+    perceived: ClassVar[bool] = False  # the graph of the objects as the suite perceives them (needs its perception)
 
     def make(self, backend: Backend, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]) -> GraphSource:
         """The source of one backend; `upright` turns that backend's camera images upright (the suite's
@@ -54,6 +57,8 @@ class GroundTruthSource:
 @GraphSourceConfig.register("ground_truth")
 @dataclass
 class GroundTruthConfig(GraphSourceConfig):
+    reads_simulator: ClassVar[bool] = True
+
     def make(self, backend: Backend, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]
              ) -> GroundTruthSource:
         return GroundTruthSource(backend)

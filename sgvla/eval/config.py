@@ -95,6 +95,14 @@ class EvalConfig:
         if self.graph_source.reads_images and not self.suite.image_graph_sources:
             raise ValueError(f"the {self.suite.type} suite cannot give the {self.graph_source.type} graph source "
                              "the images it reads yet; use graph_source=ground_truth")
+        source, suite = self.graph_source, self.suite
+        if source.perceived and not suite.perceives:
+            raise ValueError(f"graph_source {source.type} gives the graph of the objects as perceived from their "
+                             f"fiducial markers, which the {suite.type} suite does not perceive as configured"
+                             f"{suite.setup_hint() or ' (its objects carry no markers)'}")
+        if source.reads_simulator and suite.perceives:
+            raise ValueError(f"the {suite.type} suite perceives its objects (perception: true), so its graphs are the "
+                             f"perceived ones, not the simulator's {source.type}; use graph_source=fiducial")
         if not self.suite.graph_modes:
             graphed = [m for m in self.modes if ContextMode.choice(m).uses_graph]
             if graphed:

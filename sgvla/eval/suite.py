@@ -45,6 +45,13 @@ class SuiteConfig(Choice, kind="suite"):
         perception."""
         return self.privileged_scene
 
+    @property
+    def perceives(self) -> bool:
+        """Whether what is known of its objects is perceived (the SO101 suites' ``perception: true``: fiducial
+        markers): policies that read the scene read the perceived objects, and graphs come from the perceived objects
+        (a graph source that reads the simulator's geometry cannot run on it; the ``fiducial`` source needs it)."""
+        return False
+
     def setup_hint(self) -> str:
         """How to give it what a refused plan asks for (a live graph, object positions), or empty."""
         return ""

@@ -321,8 +321,10 @@ ARGUMENTS: dict[str, tuple[Argument, ...]] = {
         Argument("agentview", "agentview", "hardware: rig camera name of the agent view"),
         Argument("wrist", "wrist", "hardware: rig camera name of the wrist view"),
         Argument("record", "", "rosbag2 folder (MCAP) to record every topic into; empty: no recording"),
+        Argument("render_images", "auto", "sim: true | false | auto (true when recording): camera images on topics"),
         Argument("perception", "false", "hardware: fiducial_graphs (object poses and graphs from the cameras' "
-                                        "markers): what graph modes and the prompt-grounded policy read on the arm"),
+                                        "markers): what graph modes and the prompt-grounded policy read on the arm "
+                                        "(sim=true: the plan's suite.perception and graph_source=fiducial)"),
         Argument("params_file", "", "ROS 2 parameter file of the nodes; empty: config/ros/sim_eval.yaml with sim, "
                                     "config/ros/so101_eval.yaml without"),
     ),
@@ -484,11 +486,13 @@ def _so101_eval(a: dict[str, str]) -> Plan:
     params = a["params_file"].strip() or f"config/ros/{'sim_eval' if sim else 'so101_eval'}.yaml"
     if sim:
         if _truthy(a["perception"], "perception"):
-            raise ValueError("argument perception: so101_eval sim=true runs the twin on its ground truth (sim_eval's "
-                             "nodes); perception=true is for the arm (sim=false)")
+            raise ValueError("argument perception: so101_eval sim=true takes perception from its plan (the twin "
+                             "suite's perception: true with graph_source: fiducial, e.g. "
+                             "config/eval/so101_twin_fiducial.yaml); perception=true starts fiducial_graphs for the "
+                             "arm (sim=false)")
         twin = _sim_eval({"eval_config": eval_config, "eval_overrides": a["eval_overrides"],
                           "output_dir": a["output_dir"], "params_file": params, "stepping": "lockstep",
-                          "render_images": "auto", "record": a["record"]})
+                          "render_images": a["render_images"], "record": a["record"]})
         return Plan("so101_eval", a, twin.params_file, twin.nodes, twin.env, twin.main)
     config = a["config"].strip() or "so101"
     config = config if not Path(config).suffix else str(Path(config).expanduser().absolute())

@@ -23,6 +23,9 @@ from sgvla.core.config import parse_line
 from sgvla.paths import resolve_data_path
 
 log = logging.getLogger(__name__)
+# Graph sources the node graph carries: ground truth of the scene topic, or the fiducial graph where the suite perceives
+# (the perceived scene on sim/scene on the twin; fiducial_graphs on the arm).
+TOPIC_GRAPH_SOURCES = ("ground_truth", "fiducial")
 
 
 def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> EvalConfig:
@@ -35,9 +38,11 @@ def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> 
         items["output_dir"] = output_dir
     cfg = load_config(EvalConfig, resolve_data_path(config), items)
     validate(cfg)
-    if cfg.graph_source.type != "ground_truth":
+    if cfg.graph_source.type not in TOPIC_GRAPH_SOURCES:
         raise ValueError(f"graph_source={cfg.graph_source.type!r} is not wired into the node graph yet (the "
-                         "scene_graph node publishes ground truth); use graph_source=ground_truth or `sgvla eval`")
+                         "scene_graph node publishes the graphs of the scene: the simulator's, or with the suite's "
+                         f"perception the perceived one); use graph_source={' or '.join(TOPIC_GRAPH_SOURCES)}, or "
+                         "`sgvla eval`")
     return cfg
 
 

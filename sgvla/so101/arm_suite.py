@@ -9,8 +9,8 @@ standard mode (graph modes are refused when the plan loads) with policies that r
 LeRobot checkpoints trained on SO101 data (act, smolvla, pi0, pi05, lerobot: they read the joint states and the
 rig cameras' images the checkpoint names; `sgvla.so101.learned`). With
 ``perception: true`` (and `sgvla launch so101_eval perception=true`, which starts `fiducial_graphs`) the live graph of
-graph modes is the perceived one (``scene_graph/<view>``, source fiducial) and policies that read the scene
-(expert, prompt_grounded) read the perceived objects (``perception/objects``), never the simulator's.
+graph modes is the perceived one (``scene_graph/<view>``; the plan's ``graph_source: fiducial``) and policies that
+read the scene (expert, prompt_grounded) read the perceived objects (``perception/objects``), never the simulator's.
 """
 
 from __future__ import annotations
@@ -79,6 +79,10 @@ class So101HardwareSuite(SuiteConfig):
 
     @property
     def knows_objects(self) -> bool:
+        return self.perception
+
+    @property
+    def perceives(self) -> bool:
         return self.perception
 
     def setup_hint(self) -> str:

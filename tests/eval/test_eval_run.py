@@ -75,7 +75,7 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     (["perturbations=nope"], "nope"), (["colour=red"], "unknown key(s) colour"),
     (["policies=[{type: gpt}]"], "unknown policy 'gpt'; choose from ['act', "),
     (["suite=nope"], "unknown suite 'nope'; choose from ['libero_spatial', 'so101_hardware', 'so101_twin']"),
-    (["graph_source=nope"], "unknown graph source 'nope'; choose from ['ground_truth', 'vlm']"),
+    (["graph_source=nope"], "unknown graph source 'nope'; choose from ['fiducial', 'ground_truth', 'vlm']"),
     (["episodes"], "not of the form key=value"), (["tasks=[0"], "override 'tasks=[0': the value is not YAML"),
     (["tasks:=[0]"], "override 'tasks:=[0]': write tasks=[0] (sgvla takes key=value"),
     # Every enumerated or bounded setting, at load, with the valid values; nothing silently replaced.
@@ -101,7 +101,17 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
      "graph_source=vlm reads the image of view 'agentview', which task 2 does not render under perturbations "
      "'table7' (its cameras: ['frontview', 'robot0_robotview'])"),
     (["--config", "config/eval/so101_twin.yaml", "view=robot0_eye_in_hand"],
-     "unknown view 'robot0_eye_in_hand'; the so101_twin suite's cameras are ['agentview', 'wrist']")])
+     "unknown view 'robot0_eye_in_hand'; the so101_twin suite's cameras are ['agentview', 'wrist']"),
+    # Fiducial graphs need a suite that perceives its objects, and a perceiving suite has no simulator graphs.
+    (["graph_source=fiducial"], "graph_source fiducial gives the graph of the objects as perceived from their "
+                                "fiducial markers, which the libero_spatial suite does not perceive as configured "
+                                "(its objects carry no markers)"),
+    (["--config", "config/eval/so101_twin_ambiguous.yaml", "graph_source=fiducial"],
+     "which the so101_twin suite does not perceive as configured (set suite.perception=true: the twin's cameras read "
+     "the objects' markers)"),
+    (["--config", "config/eval/so101_twin_fiducial.yaml", "graph_source=ground_truth"],
+     "the so101_twin suite perceives its objects (perception: true), so its graphs are the perceived ones, not the "
+     "simulator's ground_truth; use graph_source=fiducial")])
 def test_bad_plan_is_a_clear_error(tmp_path, capsys, overrides, message):
     assert main(["eval", "--out", str(tmp_path), *overrides]) == 2
     assert message in capsys.readouterr().out.replace("\n", "")

@@ -77,7 +77,8 @@ def test_a_registered_mode_and_source_run_an_episode(registered, tmp_path):
 def test_unregistered_names_fail_when_the_plan_loads(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown context mode 'visible_objects'; choose from \["):
         plan_of(tmp_path, graph_source="ground_truth")
-    with pytest.raises(ConfigError, match=r"unknown graph source 'everyone_left_of'; choose from \['ground_truth', "):
+    with pytest.raises(ConfigError,
+                       match=r"unknown graph source 'everyone_left_of'; choose from \['fiducial', 'ground_truth', "):
         plan_of(tmp_path, modes=["standard"])
 
 

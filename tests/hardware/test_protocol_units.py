@@ -75,9 +75,12 @@ def test_the_hardware_plan_loads_counterbalanced_and_refuses_what_the_arm_cannot
                                ({"suite.episode_time_s": 0}, "episode_time_s must be > 0")]:
         with pytest.raises(ConfigError, match=message):
             load_config(EvalConfig, PLAN, overrides)
-    perceived = load_config(EvalConfig, PLAN, {"suite.perception": True, "modes": ["standard", "scene_graph"],
-                                                "policies": [{"type": "prompt_grounded"}]})
-    assert perceived.suite.graph_modes and perceived.suite.knows_objects
+    with_perception = {"suite.perception": True, "modes": ["standard", "scene_graph"],
+                       "policies": [{"type": "prompt_grounded"}]}
+    with pytest.raises(ConfigError, match="perceives its objects .*use graph_source=fiducial"):
+        load_config(EvalConfig, PLAN, with_perception)  # the arm has no simulator graphs
+    perceived = load_config(EvalConfig, PLAN, {**with_perception, "graph_source": "fiducial"})
+    assert perceived.suite.graph_modes and perceived.suite.knows_objects and perceived.graph_source.perceived
     # LeRobot checkpoints trained on SO101 data run on the arm, chunks computed while the current one plays
     learned = load_config(EvalConfig, PLAN, {"policies": [{"type": "act", "path": "/ckpt/act"}]})
     assert learned.policies[0].learned and learned.suite.lerobot_env_config().chunked

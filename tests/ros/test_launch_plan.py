@@ -331,3 +331,14 @@ def test_so101_eval_topic_table_names_known_nodes():
         assert (t.qos in QOS or t.qos == "action") and set(t.publishers) | set(t.subscribers) <= set(EXECUTABLES)
     table = topic_table(launch="so101_eval")
     assert "| `arm_policy` |" in table and "`eval/verdict`" in table and "`eval/confirm`" in table
+
+
+def test_so101_eval_sim_takes_a_fiducial_plan_and_leaves_images_off_topics():
+    """Perception on the twin is the plan's (suite.perception, graph_source fiducial): sim_eval's nodes run it, and
+    render_images=false keeps the camera frames the backend perceives from off the topics even when recording."""
+    plan = launch_plan("so101_eval", {"sim": "true", "eval_config": "config/eval/so101_twin_fiducial.yaml",
+                                      "render_images": "false", "record": "/tmp/never_written_bag"})
+    assert plan.node("sim_bridge").parameters["render_images"] is False
+    assert plan.node("evaluator").parameters["config"].endswith("config/eval/so101_twin_fiducial.yaml")
+    assert launch_plan("so101_eval", {"sim": "true", "record": "/tmp/never_written_bag"}).node(
+        "sim_bridge").parameters["render_images"] is True

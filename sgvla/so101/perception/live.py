@@ -19,13 +19,17 @@ import numpy as np
 from sgvla.core.state import Boxes, SceneState
 from sgvla.scene_graph import Camera, Graph, ViewGraph
 from sgvla.so101.hardware.calibration import CameraCalibration
-from sgvla.so101.kinematics import BASE_LINK, Kinematics
+from sgvla.so101.kinematics import BASE_LINK, Kinematics, rpy_matrix
 from sgvla.so101.perception.fiducials import MarkerConfig
 from sgvla.so101.perception.poses import (
     CameraFrame, CameraModel, FiducialPerception, ObjectPose, camera_pose, graphs_from_poses, object_geoms,
 )
 
 GRIPPER_FRAME = "gripper_frame_link"  # the link a carried object follows
+# The scene's end effector orientation is that of the MuJoCo model's ``gripperframe`` site (x out of the fingers, the
+# jaws closing along z: the axes the pick-and-place controller's grasp offset and approach are in). The URDF's
+# gripper_frame_link is the same point with other axes: the site is the link turned -90 degrees about its y axis.
+EEF_FROM_GRIPPER_FRAME = rpy_matrix(0.0, -np.pi / 2, 0.0)
 
 
 @dataclass(frozen=True)
@@ -46,14 +50,14 @@ def upright_boxes(view: ViewGraph, height: int) -> ViewGraph:
 def perceived_scene(poses: Mapping[str, ObjectPose], markers: MarkerConfig, kinematics: Kinematics,
                     joints: Mapping[str, float], task: str, cameras: Mapping[str, Camera] | None = None) -> SceneState:
     """The scene as perceived: the tracked objects (positions, their configured extents as boxes and obstacles), the
-    gripper frame by forward kinematics at ``joints`` (radians); what a scripted policy reads in place of the
-    simulator's privileged scene."""
+    gripper frame by forward kinematics at ``joints`` (radians; its orientation in the simulator's end effector axes,
+    `EEF_FROM_GRIPPER_FRAME`); what a scripted policy reads in place of the simulator's privileged scene."""
     names = [n for n in markers.objects if n in poses]
     geoms = object_geoms(poses, markers, names)
     gripper = kinematics.link_pose(GRIPPER_FRAME, joints)
     return SceneState(
         objects=tuple(names), positions=np.array([poses[n].position for n in names]).reshape(-1, 3), geoms=geoms,
-        cameras=dict(cameras or {}), eef_pos=gripper[:3, 3].copy(), eef_mat=gripper[:3, :3].copy(),
+        cameras=dict(cameras or {}), eef_pos=gripper[:3, 3].copy(), eef_mat=gripper[:3, :3] @ EEF_FROM_GRIPPER_FRAME,
         gripper_qpos=np.array([float(joints["gripper"])]), task=task,
         obstacles=Boxes(np.arange(len(names)), geoms.centers[0], geoms.rotations[0], geoms.half_sizes))
 

@@ -4,6 +4,10 @@ An action is the six joint position targets in radians (``JOINTS`` order), held 
 period. Observations carry the joint positions and, when rendering, the upright camera images; learned policies
 read that raw observation (`sgvla.so101.learned` maps it to their dataset's features), ``Observation.policy`` is
 empty.
+
+With ``perception=True`` (the suite's ``perception: true``) the backend perceives its objects from their fiducial
+markers every step (`sgvla.so101.twin.perceived`): :meth:`TwinBackend.scene` is the perceived scene, never the
+simulator's object state, while ``ground_truth()`` without a scene and success stay the simulator's.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ class TwinBackend:
     step(action), privileged scene, ground-truth graphs, success of the target bowl."""
 
     def __init__(self, task_id: int, config: str | Path = DEFAULT_CONFIG, image_size: int | None = None,
-                 render_images: bool = True, max_steps: int = DEFAULT_MAX_STEPS, perturbation: str = NONE) -> None:
+                 render_images: bool = True, max_steps: int = DEFAULT_MAX_STEPS, perturbation: str = NONE,
+                 perception: bool = False) -> None:
         overrides = {"image_width": image_size, "image_height": image_size} if image_size else None
         twin_config = load_twin_config(config, overrides)
         perturbations = load_perturbations(perturbation, twin_config)
@@ -40,6 +45,11 @@ class TwinBackend:
         self.render_images = render_images
         self.max_steps = max_steps
         self.steps = 0
+        self.perception = None
+        if perception:
+            from sgvla.so101.twin.perceived import TwinPerception
+
+            self.perception = TwinPerception(self.twin)
 
     @property
     def task(self) -> str:
@@ -48,6 +58,8 @@ class TwinBackend:
     def reset(self, seed: int) -> Observation:
         self.twin.reset(seed)
         self.steps = 0
+        if self.perception is not None:
+            self.perception.reset()
         return self._observation()
 
     def step(self, action: np.ndarray) -> tuple[Observation, bool, bool]:
@@ -62,15 +74,25 @@ class TwinBackend:
         return self._observation(), success, success or self.steps >= self.max_steps
 
     def _observation(self) -> Observation:
-        images = {cam: self.twin.render(cam) for cam in self.twin.cameras} if self.render_images else {}
+        """The step's observation; with perception, its frames (rendered whether or not the observation keeps them)
+        go through the fiducial perception first."""
+        p = self.perception
+        frames = {cam: self.twin.render(cam) for cam in self.twin.cameras} if self.render_images or p else {}
         joints = self.twin.joint_positions()
+        if p is not None:
+            p.update(self.steps * self.control_period_s, frames, {c: self.twin.render_depth(c) for c in p.depth},
+                     joints)
+        images = frames if self.render_images else {}
         raw = {"agent_pos": np.array([joints[j] for j in JOINTS]), "pixels": images}
         return Observation({}, images, raw, self.task)
 
     def scene(self) -> SceneState:
-        return self.twin.scene()
+        """The simulator's scene, or with perception the scene as perceived (objects from their markers, the gripper
+        by forward kinematics)."""
+        return self.twin.scene() if self.perception is None else self.perception.scene(self.twin.task)
 
     def ground_truth(self, views: Sequence[str] | None = None, scene: SceneState | None = None) -> dict[str, ViewGraph]:
+        """Graphs of `scene` (the simulator's truth without one) by the projection and relation rules."""
         return self.twin.ground_truth(views, scene)
 
     def robot_state(self) -> RobotState:

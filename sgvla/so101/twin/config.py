@@ -130,6 +130,10 @@ class TwinConfig:
     shapes: dict[str, BoxShape] = field(default_factory=dict)  # every object but the bowl
     tasks: list[TaskLayout] = field(default_factory=list)
 
+    def calibration_files(self) -> dict[str, str]:
+        """Each twin camera's calibration file (name or path): where it sits, as perception places it."""
+        return {"agentview": self.agentview_calibration, "wrist": self.wrist_calibration}
+
     def __post_init__(self):
         if self.control_rate_hz <= 0 or self.physics_dt <= 0 or self.physics_dt > 1 / self.control_rate_hz:
             raise ValueError(f"need 0 < physics_dt <= 1/control_rate_hz, got physics_dt={self.physics_dt}, "

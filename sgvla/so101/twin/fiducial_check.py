@@ -57,7 +57,7 @@ class FrameCheck:
 def twin_cameras(twin: So101Twin, width: int, height: int) -> dict[str, CameraModel]:
     """The twin's cameras as perception sees them: the calibration files' extrinsics, the renderer's pinhole
     intrinsics (the twin draws no lens distortion)."""
-    files = {"agentview": twin.config.agentview_calibration, "wrist": twin.config.wrist_calibration}
+    files = twin.config.calibration_files()
     return {name: dataclasses.replace(CameraModel.from_calibration(load_camera_calibration(files[name])),
                                       K=twin.intrinsics(name, width, height), distortion=np.zeros(5), width=width,
                                       height=height) for name in twin.cameras}
@@ -112,9 +112,8 @@ def _check_frame(twin: So101Twin, cameras: dict[str, CameraModel], perception: F
         image = twin.render(name, camera.width, camera.height)
         depth_image = twin.render_depth(name, camera.width, camera.height) if depth else None
         frames.append(CameraFrame(camera, image, camera_pose(camera, kinematics, joints), depth_image))
-    params = PickPlaceParams()
     gripper = kinematics.link_pose(GRIPPER_FRAME, joints)
-    closed = joints["gripper"] < (params.open_angle + params.closed_angle) / 2
+    closed = joints["gripper"] < PickPlaceParams().closed_below
     start = time.perf_counter()
     poses = perception.update(now, frames, gripper, closed)
     elapsed = time.perf_counter() - start

@@ -69,6 +69,12 @@ class PickPlaceParams:
     sag_gain: float = 0.15  # per step: integral correction of the servos' steady-state error (gravity sag)
     max_sag: float = 0.04  # m: bound of that correction
 
+    @property
+    def closed_below(self) -> float:
+        """The gripper angle (rad) below which the jaws count as closed, for perception's carried objects: the middle
+        of the open and closed angles."""
+        return (self.open_angle + self.closed_angle) / 2
+
 
 def _grasp_offset(model: mujoco.MjModel, site: int, wall_to_fixed_pad: float) -> np.ndarray:
     """The point that goes on the wall, in the gripperframe: between the jaws' midpoint (at the grasp
@@ -110,6 +116,7 @@ class TwinPickPlace:
         self._grasp: np.ndarray | None = None
         self._entry: np.ndarray | None = None  # the grasp point when the current phase began
         self._sag = np.zeros(3)  # what the IK goal is shifted by so the grasp point, not the command, arrives
+        self._known: dict[str, np.ndarray] = {}  # target and place where the scene last had them
 
     @property
     def done(self) -> bool:
@@ -130,16 +137,23 @@ class TwinPickPlace:
         self._grasp = bowl + np.array([*(side * (shape.radius - shape.wall / 2)),
                                        shape.height - self.params.grip_depth])
 
+    def _where(self, scene: SceneState, name: str) -> np.ndarray:
+        """Where `name` is: the scene's position, or where the scene last had it. A perceived scene loses an object
+        whose markers stay hidden past the tracker's age (the stove under a carried bowl); it has not moved since."""
+        if name in scene.objects:
+            self._known[name] = scene.position(name)
+        return self._known[name]
+
     def _phase_goal(self, scene: SceneState, point: np.ndarray) -> np.ndarray:
         p = self.params
-        bowl = scene.position(self.target_object)
+        bowl = self._where(scene, self.target_object)
         if self.phase is Phase.HOVER:
             return self._grasp + [0.0, 0.0, p.hover]
         if self.phase is Phase.DESCEND:
             return self._grasp
         if self.phase is Phase.LIFT:
             return np.array([*self._entry[:2], p.carry_height])
-        place = scene.position(self.place_object)
+        place = self._where(scene, self.place_object)
         goal = np.array([place[0], place[1], place[2] + object_height(self.config, self.place_object)
                          + p.release_clearance])
         carried = point + goal - bowl  # the grasp point that puts the bowl at the goal
@@ -185,7 +199,8 @@ class TwinPickPlace:
             missing = [n for n in (self.target_object, self.place_object) if n not in scene.objects]
             if missing:
                 raise ValueError(f"{missing} not in the scene; it has {list(scene.objects)}")
-            self._plan_grasp(scene.position(self.target_object))
+            self._plan_grasp(self._where(scene, self.target_object))
+            self._where(scene, self.place_object)
             self._q = np.array([self.config.rest_pose.get(j, 0.0) for j in ARM])
             self._goal = point
         goal = self._advance(scene, point)

@@ -1,5 +1,11 @@
 """The SO101 twin suite: the real tabletop's five tasks in MuJoCo (config/twin/so101_tabletop.yaml), two identical
-black bowls in each, under the perturbation sets of config/perturbations/so101_twin/."""
+black bowls in each, under the perturbation sets of config/perturbations/so101_twin/.
+
+``perception: true`` means what it means for so101_hardware: what is known of the objects is perceived from their
+fiducial markers by the cameras (`sgvla.so101.twin.perceived`, the library the arm's fiducial_graphs node runs), so
+policies that read the scene (prompt_grounded, expert) read the perceived objects, and the live graph is the
+perceived one (``graph_source: fiducial``, which needs it; the simulator's ``ground_truth`` is refused with it). It
+holds in process and over topics alike: the backend's scene is the perceived one wherever the backend runs."""
 
 from __future__ import annotations
 
@@ -18,9 +24,11 @@ from sgvla.so101.twin.scene import AGENTVIEW, WRIST
 @SuiteConfig.register("so101_twin")
 @dataclass
 class So101TwinSuite(SuiteConfig):
-    """Option: ``image_size`` (square images instead of the twin config's camera size; None keeps it)."""
+    """Options: ``image_size`` (square images instead of the twin config's camera size, 640x480; None keeps it: the
+    size perception renders too, where markers need the pixels), ``perception`` (see the module docstring)."""
 
     image_size: int | None = None
+    perception: bool = False
 
     tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
     ontology: ClassVar[str] = "so101_tabletop"
@@ -47,7 +55,14 @@ class So101TwinSuite(SuiteConfig):
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
         return TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
-                           perturbation=perturbation, **limit)
+                           perturbation=perturbation, perception=self.perception, **limit)
+
+    @property
+    def perceives(self) -> bool:
+        return self.perception
+
+    def setup_hint(self) -> str:
+        return "" if self.perception else " (set suite.perception=true: the twin's cameras read the objects' markers)"
 
     def controller_factory(self):
         """The twin's pick-and-place on a model of its own: scripted policies drive it from the scene topic."""
