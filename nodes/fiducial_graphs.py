@@ -8,7 +8,8 @@ frame of each camera goes through the perception library (`sgvla.so101.perceptio
 fusion, tracking) and it publishes ``perception/objects`` (ObjectStates in ``base_link``: each tracked object's pose,
 its configured extent's world-aligned box, per camera whether it shows and its box) and ``scene_graph/<camera>``
 (SceneGraph, ``source: fiducial``: the perceived objects' graph by the simulator's projection and relation rules).
-The cameras' extrinsics are their calibration files (the rig camera's ``calibration``; a twin camera's: the twin
+Nothing is published until every camera has sent its camera_info and an image (and joint_states
+have come, for the wrist camera). The cameras' extrinsics are their calibration files (the rig camera's ``calibration``; a twin camera's: the twin
 config's calibration of its device), as on the arm; nothing is read from a simulator.
 """
 
@@ -109,6 +110,13 @@ class FiducialGraphs(ResourceNode):
 
     def tick(self) -> None:
         if not self.context.ok():
+            return
+        # Nothing is published before every camera can take part: a first graph from part of the rig would say
+        # its other objects are not there.
+        waiting = self.live.waiting_for(self.joints) + [f"{n}/image_raw" for n in self.graph_pubs
+                                                        if n not in self.images]
+        if waiting:
+            self.get_logger().info(f"waiting for {', '.join(waiting)}", throttle_duration_sec=5.0)
             return
         streams, newest = {}, None
         for name, msg in self.images.items():

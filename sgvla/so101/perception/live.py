@@ -89,6 +89,16 @@ class LivePerception:
         self.models[camera] = dataclasses.replace(base, name=camera, K=np.asarray(K, dtype=np.float64).reshape(3, 3),
                                                   distortion=d, width=int(width), height=int(height))
 
+    def waiting_for(self, joints: Mapping[str, float] | None) -> list[str]:
+        """What keeps some camera out of the next update: its intrinsics, or joint states for one on a moving link.
+        A live consumer waits for none of these before it publishes, or its first graphs lack those cameras'
+        objects (an empty graph says "nothing there", not "not looked yet")."""
+        missing = [f"{name} intrinsics" for name in self.extrinsics if name not in self.models]
+        if joints is None and any(CameraModel.from_calibration(c).parent_frame != BASE_LINK
+                                  for c in self.extrinsics.values()):
+            missing.append("joint states")
+        return missing
+
     def update(self, time_s: float, images: Mapping[str, StreamImage],
                joints: Mapping[str, float] | None) -> dict[str, ObjectPose]:
         """Tracked poses after this instant's images (those of cameras without intrinsics, or on a moving link
