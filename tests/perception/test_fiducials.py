@@ -13,7 +13,8 @@ from sgvla.core.config import ConfigError
 from sgvla.so101.kinematics import Kinematics
 from sgvla.so101.perception.fiducials import DEFAULT_MARKERS, load_marker_config
 from sgvla.so101.perception.poses import (
-    CameraModel, MarkerDetector, ObjectPose, PoseTracker, Sighting, camera_pose, fuse,
+    CameraFrame, CameraModel, FiducialPerception, MarkerDetector, ObjectPose, PoseTracker, Sighting, camera_pose,
+    fuse, in_view,
 )
 from sgvla.so101.hardware.calibration import load_camera_calibration
 
@@ -148,6 +149,24 @@ def test_tracker_keeps_a_pose_up_to_max_age_then_drops_it():
     assert tracker.update(0.51, {}) == {}  # then dropped
     with pytest.raises(ValueError, match="max_age_s must be >= 0"):
         PoseTracker(-1)
+
+
+def test_only_frames_that_could_show_an_object_age_it():
+    """Cameras deliver frames at their own rates: the wrist camera's frames, which never show the bowl, do not age
+    it out between the agent view's (on a loaded machine, seconds apart); the agent view's frame that misses it
+    does. The bowl sits 0.4 m in front of the agent view; the wrist camera looks away from it."""
+    K = np.array([[300.0, 0, 160], [0, 300.0, 120], [0, 0, 1]])
+    agent, wrist = (CameraModel(n, K, np.zeros(5), 320, 240) for n in ("agentview", "wrist"))
+    agent_pose, wrist_pose = np.eye(4), _at(0.0, 0.0, 0.5)  # both look along +z; the wrist camera past the bowl
+    bowl = ObjectPose("black_bowl_1", _at(0.0, 0.0, 0.4), 0.0, 1, 0.3)
+    assert in_view(agent, agent_pose, bowl.position) and not in_view(wrist, wrist_pose, bowl.position)
+    assert not in_view(agent, agent_pose, [2.0, 0.0, 0.4])  # beside the image
+    perception = FiducialPerception(load_marker_config(), max_age_s=0.5)
+    perception.tracker.update(0.0, {bowl.name: bowl})
+    blank = np.full((240, 320, 3), 255, np.uint8)  # no markers in either camera's frame
+    for t in (0.4, 1.0, 2.5):
+        assert set(perception.update(t, [CameraFrame(wrist, blank, wrist_pose)])) == {bowl.name}
+    assert perception.update(2.6, [CameraFrame(agent, blank, agent_pose)]) == {}
 
 
 def _at(x: float, y: float, z: float) -> np.ndarray:

@@ -15,7 +15,10 @@ error and d the distance, i.e. by how many pixels a unit of pose error moves; po
 rotation that of the best-weighted estimate. Tracking: a pose is kept while its markers are
 hidden (the gripper over them) for at most ``max_age_s`` since the last sighting, then dropped, so an object that
 left the table or lost its marker does not linger in the graphs; an object in the closed gripper's jaws follows the
-gripper's pose from forward kinematics while its markers are hidden (:class:`PoseTracker`).
+gripper's pose from forward kinematics while its markers are hidden (:class:`PoseTracker`). Only a frame that could
+have shown an object (its last pose inside that camera's image) counts against it: cameras deliver frames at their
+own rates, and a loaded machine renders or reads a camera far slower than another, so a wrist camera's frames that
+never see the bowls must not age out what only the agent view's (late) frames see.
 
 Graphs from perceived poses (:func:`graphs_from_poses`) use the simulator's projection and relation rules
 (:func:`sgvla.scene_graph.ground_truth_batch`) with each object's configured extent as its box.
@@ -23,7 +26,7 @@ Graphs from perceived poses (:func:`graphs_from_poses`) use the simulator's proj
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 import dataclasses
 from dataclasses import dataclass
 
@@ -64,6 +67,15 @@ class CameraModel:
         return cls(cal.camera_name, np.array(cal.k).reshape(3, 3), np.array(cal.d, dtype=np.float64), cal.width,
                    cal.height, cal.parent_frame,
                    transform(quaternion_matrix(cal.rotation_xyzw), cal.translation))
+
+
+def in_view(camera: CameraModel, world_from_camera: np.ndarray, point: np.ndarray) -> bool:
+    """Whether a point of base_link projects into the camera's image (in front of it, inside its pixels)."""
+    x, y, z = (np.linalg.inv(world_from_camera) @ np.append(np.asarray(point, dtype=np.float64), 1.0))[:3]
+    if z <= 0:
+        return False
+    u, v, w = camera.K @ [x, y, z]
+    return 0 <= u / w < camera.width and 0 <= v / w < camera.height
 
 
 def camera_pose(camera: CameraModel, kinematics: Kinematics | None = None,
@@ -292,9 +304,10 @@ class PoseTracker:
         self._carried: dict[str, np.ndarray] = {}  # name -> gripper-from-object
 
     def update(self, time_s: float, seen: Mapping[str, ObjectPose], gripper: np.ndarray | None = None,
-               gripper_closed: bool = False) -> dict[str, ObjectPose]:
+               gripper_closed: bool = False, looked: Container[str] | None = None) -> dict[str, ObjectPose]:
         """Poses at ``time_s`` after this frame's sightings (kept ones carry their older ``seen_at``); ``gripper``
-        (4, 4) is the gripper frame in base_link now, ``gripper_closed`` whether its jaws are closed."""
+        (4, 4) is the gripper frame in base_link now, ``gripper_closed`` whether its jaws are closed; ``looked``
+        the unseen objects this instant's frames could have shown (None: all of them), the only ones that age."""
         self._poses.update(seen)
         for name in seen:
             self._carried.pop(name, None)
@@ -313,8 +326,13 @@ class PoseTracker:
             if name in self._poses:
                 old = self._poses[name]
                 self._poses[name] = ObjectPose(name, gripper @ relative, time_s, 0, old.error_px, carried=True)
-        self._poses = {n: p for n, p in self._poses.items() if time_s - p.seen_at <= self.max_age_s}
+        self._poses = {n: p for n, p in self._poses.items()
+                       if time_s - p.seen_at <= self.max_age_s or (looked is not None and n not in looked)}
         self._carried = {n: r for n, r in self._carried.items() if n in self._poses}
+        return dict(self._poses)
+
+    @property
+    def poses(self) -> dict[str, ObjectPose]:
         return dict(self._poses)
 
     def reset(self) -> None:
@@ -347,7 +365,9 @@ class FiducialPerception:
         self.last_sightings = [s for f in frames
                                for s in self.detector.detect(f.image, f.camera, f.world_from_camera, f.depth)]
         poses = {f.camera.name: f.world_from_camera for f in frames}
-        return self.tracker.update(time_s, fuse(self.last_sightings, poses, time_s), gripper, gripper_closed)
+        looked = {name for name, pose in self.tracker.poses.items()
+                  if any(in_view(f.camera, f.world_from_camera, pose.position) for f in frames)}
+        return self.tracker.update(time_s, fuse(self.last_sightings, poses, time_s), gripper, gripper_closed, looked)
 
     def reset(self) -> None:
         self.tracker.reset()
