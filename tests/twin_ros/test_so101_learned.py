@@ -122,8 +122,10 @@ def test_a_starved_actor_holds_its_last_goal(demos, tiny_act):
     stats = actor.stats
     print(f"{stats.chunks} chunks, {stats.held} held, {stats.skipped} skipped, longest tick {1000 * max(tick_s):.2f} ms")
     assert goals[0] is None and min(stats.inference_s) >= 0.2
-    assert max(tick_s) < 0.02  # a tick never waits for inference
-    assert stats.chunks >= 5 and stats.held >= stats.chunks - 1 and stats.skipped >= 5 * stats.chunks
+    assert max(tick_s) < 0.1  # a tick never waits for inference (one that did would take at least 0.2 s)
+    # Chunks came while others played (how many depends on how fast this machine infers: a loaded one, fewer),
+    # each one starved before the next (its last goal held), each adopted with the goals its inference took skipped.
+    assert stats.chunks >= 2 and stats.held >= stats.chunks - 1 and stats.skipped >= 5 * stats.chunks
     played = goals[next(i for i, g in enumerate(goals) if g is not None):]
     assert sum(played[i] == played[i - 1] for i in range(1, len(played))) >= stats.held  # held: the goal repeats
     # Every goal played is a goal of the (deterministic) chunk of this observation, its tail first of all.
