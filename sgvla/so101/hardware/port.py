@@ -13,12 +13,19 @@ other threads hold the GIL):
   the next one (another motor's data, "Missing motor IDs").
 - *the wait spins*: a non-blocking read in a loop takes a whole CPU while waiting for every reply, which is what
   makes the host loaded in the first place.
+- *the kernel delivers late*: a reply's bytes reach the reader through the tty layer's flip buffers, pushed into
+  the line discipline by a kernel worker thread (for a USB serial adapter as for the simulated bus's pty) that runs
+  among everything else: on a loaded host it ran hundreds of milliseconds late, and every bus of the machine went
+  silent at once for that long (both arms of a teleoperation failed within the same millisecond; "motors 1 and 2
+  stopped answering" and the other four answered again a moment later). LeRobot's 50 ms timeout, retried three
+  times, does not outlast that.
 
 :func:`make_load_tolerant` fixes the three in the bus's own port handler object (``bus.port_handler``, which the
 SDK's group readers and writers hold too): a timeout is declared only when no byte of the reply is waiting
 (bounded by ``LATE_REPLY_CAP_MS`` past the timeout, so a line that never stops sending still fails), input is
-dropped before each instruction, and an empty read waits in ``select`` for up to ``POLL_S`` for bytes instead of
-returning at once.
+dropped before each instruction, an empty read waits in ``select`` for up to ``POLL_S`` for bytes instead of
+returning at once, and no reply is given up on before ``MIN_WAIT_MS`` (a motor that is really gone is found a
+little later: the arm's fault, torque off, comes after its read retries of that wait each).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import scservo_sdk as scs
 
 POLL_S = 0.001  # longest sleep of one empty read: the reader wakes as soon as a byte arrives
 LATE_REPLY_CAP_MS = 1000.0  # past its timeout, a reply still arriving is read for at most this long
+MIN_WAIT_MS = 250.0  # no reply is given up on sooner (LeRobot's timeouts are about 50 ms)
 
 
 class LoadTolerantPort(scs.PortHandler):
@@ -45,9 +53,13 @@ class LoadTolerantPort(scs.PortHandler):
         return data
 
     def isPacketTimeout(self) -> bool:  # noqa: N802
-        if self.ser.in_waiting and self.getTimeSinceStart() <= self.packet_timeout + LATE_REPLY_CAP_MS:
+        elapsed, timeout = self.getTimeSinceStart(), max(self.packet_timeout, MIN_WAIT_MS)
+        if self.ser.in_waiting and elapsed <= timeout + LATE_REPLY_CAP_MS:
             return False  # the reply is here: the next read takes it
-        return super().isPacketTimeout()
+        if elapsed > timeout:
+            self.packet_timeout = 0  # as the SDK's: the packet timed out
+            return True
+        return False
 
 
 def make_load_tolerant(bus) -> None:
