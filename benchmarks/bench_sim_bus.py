@@ -85,7 +85,7 @@ class Renderer(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        from sgvla.so101.twin.bus import TwinView
+        from sgvla.so101.twin.twin import TwinView
 
         view = TwinView(self.twin)
         try:
@@ -202,6 +202,8 @@ def main() -> None:
             worker.start()
         while not renderer.frames and renderer.is_alive():  # OpenGL set up, the first frames drawn
             time.sleep(0.05)
+        if not renderer.frames:
+            raise SystemExit("bench_sim_bus: the render thread failed (its traceback above): no load to measure under")
         for r in range(args.rounds):
             for mode in MODES if r % 2 == 0 else MODES[::-1]:
                 frames = renderer.frames
