@@ -341,8 +341,11 @@ class Camera:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"camera {config.name}", daemon=True)
 
-    def start(self, first_frame_timeout_s: float = 5.0) -> Camera:
-        """Open the source and return once its first frame is in (errors here name the device)."""
+    def start(self, first_frame_timeout_s: float = 20.0) -> Camera:
+        """Open the source and return once its first frame is in (errors here name the device). The first frame
+        comes after the device starts streaming (seconds for a RealSense) or, for a twin camera, after its OpenGL
+        context and meshes are set up: more than 5 s on a loaded 2-core machine (`sgvla record --config twin` under
+        the stress script failed so)."""
         self.source.open()
         self.connected = True
         self._thread.start()
