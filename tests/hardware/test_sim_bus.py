@@ -116,8 +116,8 @@ def test_dropped_and_corrupt_replies_are_retried(sim, bus):
     assert len(bus.sync_read("Present_Position", num_retry=1)) == 6
     sim.corrupt_replies(1)
     assert len(bus.sync_read("Present_Position", num_retry=1)) == 6
-    # Three tries of a sync_read of six motors, each answered with corrupt packets: the read fails. (Before the
-    # load-tolerant port, three corrupt replies of one try sufficed: each retry read the previous try's leftovers.)
+    # Three tries of a sync_read of six motors, each answered with corrupt packets: the read fails (a retry may
+    # read the previous try's leftovers first, so every reply of every try is corrupt).
     sim.corrupt_replies(3 * len(JOINTS))
     with pytest.raises(ConnectionError, match="Incorrect status packet"):
         bus.sync_read("Present_Position", num_retry=2)
