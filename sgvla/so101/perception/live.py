@@ -75,6 +75,9 @@ class LivePerception:
         self.perception = FiducialPerception(markers)
         self.models: dict[str, CameraModel] = {}
         self.world_from_camera: dict[str, np.ndarray] = {}  # of the cameras used in the last update
+        # cameras on a moving link (the wrist): placed only with joint states
+        self.moving = {name for name, c in self.extrinsics.items()
+                       if CameraModel.from_calibration(c).parent_frame != BASE_LINK}
 
     def set_intrinsics(self, camera: str, K: np.ndarray, distortion: np.ndarray, width: int, height: int) -> None:
         """The stream's intrinsics (its camera_info) with the calibration file's extrinsic."""
@@ -94,8 +97,7 @@ class LivePerception:
         A live consumer waits for none of these before it publishes, or its first graphs lack those cameras'
         objects (an empty graph says "nothing there", not "not looked yet")."""
         missing = [f"{name} intrinsics" for name in self.extrinsics if name not in self.models]
-        if joints is None and any(CameraModel.from_calibration(c).parent_frame != BASE_LINK
-                                  for c in self.extrinsics.values()):
+        if joints is None and self.moving:
             missing.append("joint states")
         return missing
 

@@ -365,9 +365,10 @@ class FiducialPerception:
         self.last_sightings = [s for f in frames
                                for s in self.detector.detect(f.image, f.camera, f.world_from_camera, f.depth)]
         poses = {f.camera.name: f.world_from_camera for f in frames}
-        looked = {name for name, pose in self.tracker.poses.items()
-                  if any(in_view(f.camera, f.world_from_camera, pose.position) for f in frames)}
-        return self.tracker.update(time_s, fuse(self.last_sightings, poses, time_s), gripper, gripper_closed, looked)
+        seen = fuse(self.last_sightings, poses, time_s)
+        looked = {name for name, pose in self.tracker.poses.items() if name not in seen
+                  and any(in_view(f.camera, f.world_from_camera, pose.position) for f in frames)}
+        return self.tracker.update(time_s, seen, gripper, gripper_closed, looked)
 
     def reset(self) -> None:
         self.tracker.reset()
