@@ -374,6 +374,9 @@ class ArmPolicy(Node):
         while not engine.done:
             observation = self.observation(prompt, cameras)
             action = engine.act(Step(observation, scene()))
+            if action is None:  # the policy gave up: the operator still gives the verdict
+                stopped_by = f"policy gave up: {engine.gave_up}"
+                break
             # the pick-and-place controller's goals are radians (URDF joints); other policies act in the arm's units
             if reads_scene:
                 sent = from_radians(JOINTS, action)

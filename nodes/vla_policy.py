@@ -267,6 +267,8 @@ class VLAPolicy(Node):
             if step == 0:
                 episode.start(status.task, Step(observation, scene), reference=episode.source.current)
             action = episode.act(Step(observation, scene))
+            if action is None:  # the policy gave up: the episode is over, a failure with its reason
+                return
             msg = Action(episode=goal.episode, step=step, data=action)
             msg.header.stamp = status.header.stamp
             self.action_pub.publish(msg)

@@ -6,7 +6,9 @@ so both run the same code for the same seeds::
     engine = Episode(key, policy, mode, source, ontology, view=..., max_steps=..., info=...)
     engine.start(task, step)                 # reference graph, first context, policy.reset
     while not engine.done:
-        action = engine.act(step)            # live context (when the mode reads the graph), policy.act
+        action = engine.act(step)            # live context (when the mode reads the graph), policy.act;
+        if action is None:                   # None: the policy gave up (PolicyGaveUp), the episode is over
+            break
         step, success, done = <apply action>
         engine.observe(success, done)        # counts the step; success, the backend's end or the limit end it
     record = engine.record(...)              # one typed EpisodeRecord
@@ -14,6 +16,8 @@ so both run the same code for the same seeds::
 A component that cannot do its job (a graph source without a graph, a simulator that crashed, a node that is
 gone) raises :class:`InfrastructureFailure`; :meth:`Episode.record_failure` turns that into a record that is
 marked as such, never into a policy's failure (runners exclude them from success rates and retry them).
+A policy that cannot act on what it is given raises :class:`PolicyGaveUp`: that ends the episode as the
+policy's failure, with the reason in ``failure_reason`` (a result, counted).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from sgvla.core.context import Context, ContextMode
-from sgvla.core.protocols import GraphSource, Policy, PromptBudget, Step, StepInput
+from sgvla.core.protocols import GraphSource, Policy, PolicyGaveUp, PromptBudget, Step, StepInput
 from sgvla.scene_graph import Ontology, ViewGraph
 
 
@@ -136,6 +140,7 @@ class Episode:
         self.steps = 0
         self.success = False
         self.done = False
+        self.gave_up = ""  # the policy's reason, when it raised PolicyGaveUp
         self.context_s = 0.0
         self._acted = -1  # the step the policy last acted on
         self._started = time.perf_counter()
@@ -157,8 +162,9 @@ class Episode:
         self.budget = self.policy.prompt_budget(self.context.prompt)
         self.start_prompt = self.context.prompt
 
-    def act(self, step: Step) -> np.ndarray:
-        """The policy's action for the current step (the context rebuilt from the live graph after the first)."""
+    def act(self, step: Step) -> np.ndarray | None:
+        """The policy's action for the current step (the context rebuilt from the live graph after the first);
+        None when the policy gave up (PolicyGaveUp): the episode is then over, a failure with the policy's reason."""
         if self.context is None:
             raise RuntimeError("Episode.start() comes first")
         if self.done:
@@ -168,7 +174,11 @@ class Episode:
             self.context = self._context(step)
             self.context_s += time.perf_counter() - t
         self._acted = self.steps
-        action = self.policy.act(StepInput(step.observation.raw, self.context.prompt, step.scene, self.info))
+        try:
+            action = self.policy.act(StepInput(step.observation.raw, self.context.prompt, step.scene, self.info))
+        except PolicyGaveUp as e:
+            self.gave_up, self.success, self.done = str(e) or type(e).__name__, False, True
+            return None
         return np.asarray(action, dtype=np.float64).reshape(-1)
 
     def observe(self, success: bool, done: bool) -> bool:
@@ -191,8 +201,13 @@ class Episode:
             prompt_tokens=budget.tokens if budget else None, prompt_budget=budget.budget if budget else None,
             triplets_kept=budget.triplets_kept if budget else None,
             prompt_truncated=budget.truncated if budget else False,
-            failure_reason="" if self.success else "step limit reached",
+            failure_reason=self._failure_reason(),
             source_stats=self.source.stats(), decision=self.policy.decision(), extra=extra)
+
+    def _failure_reason(self) -> str:
+        if self.success:
+            return ""
+        return f"policy gave up: {self.gave_up}" if self.gave_up else "step limit reached"
 
     def record_failure(self, error: BaseException, **extra: Any) -> EpisodeRecord:
         """The record of an episode the machinery failed: no result (see InfrastructureFailure)."""

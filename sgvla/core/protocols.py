@@ -63,12 +63,20 @@ class StepInput:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+class PolicyGaveUp(Exception):
+    """Raised by ``Policy.act`` when the policy cannot act on what it was given (a perceived scene without the
+    object the prompt names): the episode ends there as the policy's failure, with this reason. A result, unlike
+    ``InfrastructureFailure``: what the system under test perceives is part of what is evaluated, so a miss must
+    lower its success rate, not drop out of it and be retried."""
+
+
 class Policy(Protocol):
     name: str
 
     def reset(self, prompt: str) -> None: ...
 
-    def act(self, step: StepInput) -> np.ndarray: ...
+    def act(self, step: StepInput) -> np.ndarray:
+        """The action for this step; raises PolicyGaveUp when it cannot act on `step`."""
 
     def prompt_budget(self, prompt: str) -> PromptBudget | None: ...
 

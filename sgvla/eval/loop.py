@@ -33,6 +33,8 @@ def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None
     try:
         while not engine.done:
             action = engine.act(Step(obs, scene))
+            if action is None:  # the policy gave up: a failure with its reason
+                break
             if video is not None:
                 video.add(obs.images, f"step {engine.steps}  {engine.key.mode}\n{engine.context.prompt}")
             obs, success, done = backend.step(action)

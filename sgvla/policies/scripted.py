@@ -7,6 +7,10 @@ prompt-grounded policy is not: it resolves "the black bowl ..." from the prompt 
 wording, and an injected scene graph when present) against unlabeled bowl positions, so its
 success measures what the prompt's information is worth, independent of a VLA's capacity to use
 it. Both read `StepInput.info["goal"]` = (target, place) and `info["table_center"]` from the loop.
+
+Both read the scene they are given, which on the SO101 is the perceived one: when it lacks what they need (no
+bowl perceived, no place object), they give up (`PolicyGaveUp`), a failure of the system under test with that
+reason, not an infrastructure failure.
 """
 
 import re
@@ -15,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sgvla.core.protocols import PromptBudget, StepInput
+from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
 from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, split_prompt
 from sgvla.policies.registry import PolicyConfig
 from sgvla.scene_graph import Ontology
@@ -29,6 +33,19 @@ def pick_place(info: dict[str, Any], target: str, place: str):
         raise ValueError("StepInput.info has no 'pick_place' controller factory; scripted policies drive the "
                          "backend's controller (EpisodeRunner and the ROS policy node provide it)")
     return factory(target, place)
+
+
+def require_objects(scene, *names: str, any_of: bool = False) -> None:
+    """PolicyGaveUp when ``scene`` (perceived, on the arm) lacks one of ``names`` (with ``any_of``: all of them)."""
+    missing = [n for n in names if n not in scene.objects]
+    if len(missing) == len(names) if any_of else missing:
+        what = f"none of {', '.join(names)}" if any_of else ", ".join(missing)
+        raise PolicyGaveUp(f"{what} in the scene it was given ({', '.join(scene.objects) or 'empty'})")
+
+
+def candidate_group(ontology: Ontology) -> tuple[str, ...]:
+    """The objects interchangeable with the manipulated one (the two identical bowls), itself included."""
+    return next((g for g in ontology.interchangeable if ontology.manipulated in g), (ontology.manipulated,))
 
 _PLACE = re.compile(r"\b(?:place|put) it (?:on|onto|in|into) (?:the )?(?P<obj>[a-z ]+?)\s*$")
 
@@ -46,6 +63,7 @@ class ExpertPolicy:
     def act(self, step: StepInput) -> np.ndarray:
         if self.controller is None:
             target, place = step.info["goal"]
+            require_objects(step.scene, target, place)
             self.controller = pick_place(step.info, target, place)
         return self.controller.act(step.scene)
 
@@ -59,7 +77,7 @@ class ExpertPolicy:
 def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, list[str]]:
     """Candidates: the objects interchangeable with the manipulated one, ordered by position so
     their order carries no identity. Landmarks: every other object, by name."""
-    group = next((g for g in ontology.interchangeable if ontology.manipulated in g), (ontology.manipulated,))
+    group = candidate_group(ontology)
     names = sorted((n for n in scene.objects if n in group), key=lambda n: tuple(np.round(scene.position(n), 4)))
     landmarks = {n: scene.position(n) for n in scene.objects if n not in group}
     candidates = np.array([scene.position(n) for n in names])
@@ -95,10 +113,12 @@ class PromptGroundedPolicy:
         if self.controller is None:
             # Ground once, on the first observation: relations change once the bowl moves.
             self.prompt = step.prompt
+            require_objects(step.scene, *candidate_group(self.ontology), any_of=True)
             scene, names = perceive(step.scene, self.ontology, step.info["table_center"])
             self.grounding = ground_target(step.prompt, scene, self.ontology, task=step.scene.task)
             self.target = names[self.grounding.index]
             self.place = self._place_object(step.info["goal"][1])
+            require_objects(step.scene, self.place)
             self.controller = pick_place(step.info, self.target, self.place)
         return self.controller.act(step.scene)
 

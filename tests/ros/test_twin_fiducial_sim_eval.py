@@ -21,9 +21,10 @@ PLAN = {"name": "twin_fiducial_equivalence", "suite": {"type": "so101_twin", "pe
         "perturbations": "ambiguous_prompt", "modes": ["scene_graph"], "episodes": 1, "seed_offset": 2, "workers": 1}
 
 
-def test_fiducial_twin_over_topics_and_in_process_give_identical_episodes(tmp_path, sim_eval):
+def run_both(tmp_path, sim_eval, plan: dict) -> list[dict]:
+    """The plan over topics and in process at once; asserts identical episodes and returns the topics' records."""
     config = tmp_path / "plan.yaml"
-    config.write_text(yaml.safe_dump({**PLAN, "output_dir": str(tmp_path / "inprocess")}))
+    config.write_text(yaml.safe_dump({**plan, "output_dir": str(tmp_path / "inprocess")}))
     env = {**os.environ, "MUJOCO_GL": "egl"}
     sim_eval.run_together({
         "topics": [sys.executable, "-m", "sgvla.cli", "launch", "so101_eval", "sim=true", f"eval_config={config}",
@@ -35,12 +36,28 @@ def test_fiducial_twin_over_topics_and_in_process_give_identical_episodes(tmp_pa
     inproc = np.load(tmp_path / "inprocess.npz")
     expected = json.loads(str(inproc["records"]))
     got = [json.loads(line) for line in (tmp_path / "topics" / "episodes.jsonl").read_text().splitlines()]
-    assert len(expected) == len(got) == 1
+    assert len(expected) == len(got) == plan["episodes"] * len(plan["policies"]) * len(plan["modes"])
     bag = sim_eval.bag_messages(tmp_path / "bag")
     sim_eval.assert_same_episodes(expected, got, inproc, bag)
+    return got, bag
+
+
+def test_fiducial_twin_over_topics_and_in_process_give_identical_episodes(tmp_path, sim_eval):
+    got, bag = run_both(tmp_path, sim_eval, PLAN)
     (record,) = got
     assert record["graph_source"] == "fiducial" and record["success"] and record["decision_target"] == "black_bowl_1"
     # The scene on the topic is the perceived one: the configured extents' boxes, not the simulator's geoms (a bowl's
     # wall is 12 segments there, one box here).
     scenes = bag["/sim/scene"]
     assert scenes and all(len(m.geoms) == len(m.objects) for m in scenes)
+
+
+def test_a_policy_that_perceives_nothing_gives_up_over_topics_as_in_process(tmp_path, sim_eval):
+    """32x32 cameras resolve no marker: both scripted policies give up at their first step, over topics as in
+    process: failures with the policy's reason (results), not infrastructure failures."""
+    plan = {**PLAN, "name": "twin_blind", "suite": {**PLAN["suite"], "image_size": 32}, "perturbations": "none",
+            "policies": [{"type": "prompt_grounded"}, {"type": "expert"}], "modes": ["standard"]}
+    got, _ = run_both(tmp_path, sim_eval, plan)
+    for record in got:
+        assert not record["success"] and record["steps"] == 0 and not record["infra_failure"], record
+        assert record["failure_reason"].startswith("policy gave up: ")

@@ -109,3 +109,24 @@ def test_pick_and_place_keeps_an_object_the_perceived_scene_lost():
         assert full.phase == lossy.phase and full.phase.name == "LOWER"
     finally:
         backend.close()
+
+
+def test_nothing_perceived_is_the_systems_failure_not_the_infrastructures(tmp_path):
+    """At 32x32 pixels the cameras resolve no marker: the perceived scene is empty. The scripted policies give up
+    at their first step; the episodes are results (failures with the policy's reason, counted in the success rate),
+    not infrastructure failures that would drop out of the table and be retried forever."""
+    cfg = from_mapping(EvalConfig, {
+        "name": "blind", "suite": {"type": "so101_twin", "perception": True, "image_size": 32},
+        "graph_source": "fiducial", "policies": [{"type": "prompt_grounded"}, {"type": "expert"}], "tasks": [1],
+        "perturbations": "none", "modes": ["standard"], "episodes": 1, "output_dir": str(tmp_path)})
+    summary = run_plan(cfg, progress=False)
+    assert summary.complete and summary.infra_failed == 0
+    records = {r["policy"]: r for r in map(json.loads, summary.path.read_text().splitlines())}
+    assert set(records) == {"prompt_grounded", "expert"}
+    for record in records.values():
+        assert not record["success"] and not record["infra_failure"] and record["steps"] == 0, record
+    assert records["prompt_grounded"]["failure_reason"] == (
+        "policy gave up: none of black_bowl_1, black_bowl_2 in the scene it was given (empty)")
+    reason = records["expert"]["failure_reason"]  # the goal's target and place object
+    assert reason.startswith("policy gave up: black_bowl_1, ") and reason.endswith(" in the scene it was given (empty)")
+    assert not (tmp_path / "infra_failures.jsonl").exists() or not (tmp_path / "infra_failures.jsonl").read_text()
