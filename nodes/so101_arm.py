@@ -48,6 +48,7 @@ class SO101Arm(HardwareNode):
         self.rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "follower"))
         self.arm: FollowerArm | None = None
         self.timer = None
+        self.following = False  # sending commanded goals (else holding); transitions are logged
         self.publisher = self.create_lifecycle_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
 
@@ -66,6 +67,7 @@ class SO101Arm(HardwareNode):
     def deactivate(self):
         self.destroy_timer(self.timer)
         self.arm.hold()  # torque stays on where the arm is
+        self.following = False
 
     def on_command(self, msg: JointState):
         if not self.active:
@@ -78,10 +80,14 @@ class SO101Arm(HardwareNode):
     def tick(self):
         try:
             state = self.arm.read()
-            self.arm.step()
+            following = self.arm.step() is not None
         except ArmFault as e:
             self.get_logger().fatal(f"{e}; last good state: {e.last_state}")
             raise SystemExit(1) from e
+        if following != self.following:
+            self.following = following
+            self.get_logger().info("following joint_commands" if following else
+                                   f"holding: no command for {self.rig.safety.command_timeout_s:g} s")
         self.publisher.publish(joint_state(self, state.positions))
 
 

@@ -33,6 +33,10 @@ class SimRig:
     def leader_config(self, **kw) -> ArmConfig:
         return ArmConfig(port=self.leader.port, id="so101_leader", calibration_dir=str(self.calibration_dir), **kw)
 
+    def health(self) -> dict:
+        """How each bus's server kept up (for a failure's message: was it off a CPU, were replies unsent?)."""
+        return {"follower": self.follower.health(), "leader": self.leader.health()}
+
 
 @pytest.fixture
 def rig(tmp_path):

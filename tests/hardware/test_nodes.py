@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -52,7 +53,9 @@ for _ in range(20):  # 2 s at 10 Hz: elbow far beyond its limit, then a message 
     pub.publish(JointState(name=["elbow_flex"], position=[3.0]))
     time.sleep(0.1)
 pub.publish(JointState(name=["elbow"], position=[0.0]))
-time.sleep(0.5)
+# Reliable: exit once the arm's reader has them all (a loaded machine may take longer than any fixed sleep).
+from rclpy.duration import Duration
+assert pub.wait_for_all_acked(Duration(seconds=60)), "the arm did not acknowledge the commands"
 """
 
 
@@ -65,8 +68,19 @@ def node(module: str, *remaps: str, **params) -> list[str]:
     return cmd
 
 
-def start(cmd, env) -> subprocess.Popen:
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start(cmd, env, log: Path | None = None) -> subprocess.Popen:
+    """The node's output piped, or written to ``log`` (a file the test can read while the node runs)."""
+    out = subprocess.PIPE if log is None else log.open("w")
+    return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_line(log: Path, text: str, timeout_s: float) -> str:
+    """The log's text once it holds ``text`` (AssertionError with the log after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert text in log.read_text(), log.read_text()
+    return log.read_text()
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -85,6 +99,18 @@ def rig_config(tmp_path, rig, cameras=()) -> str:
     return str(path)
 
 
+def why(*facts) -> str:
+    """A failure's message, whole (pytest shortens the repr of a tuple): one fact per line."""
+    return "\n".join(f if isinstance(f, str) else json.dumps(f) for f in facts)
+
+
+def follower_registers(rig) -> dict[str, list[int]]:
+    """What the follower's servos hold (for a failure's message: torque, goals and positions tell why it did not
+    follow)."""
+    return {name: [rig.follower.register(i, name) for i in range(1, 7)]
+            for name in ("Torque_Enable", "Lock", "Goal_Position", "Present_Position")}
+
+
 def test_teleoperation_safety_and_fault_through_the_nodes(tmp_path, rig, ros_env):
     config = rig_config(tmp_path, rig)
     leader = start(node("so101_leader", config=config), ros_env)
@@ -99,10 +125,11 @@ def test_teleoperation_safety_and_fault_through_the_nodes(tmp_path, rig, ros_env
         assert names == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
         # Radians: the follower swings with the leader's +-20 degrees (0.35 rad) over the 1.5 s watched. It trails
         # the leader by its bounded motion per tick (more ticks behind on a loaded machine, so a smaller span in the
-        # window), but never swings wider than the goals it was given.
+        # window: most of the swing, 0.3 rad, is required), but never swings wider than the goals it was given.
         assert max(abs(p) for p in follower[:5]) < 0.4
         for follower_span, leader_span in zip(seen["spans"]["follower"][:5], seen["spans"]["leader"][:5], strict=True):
-            assert 0.3 < follower_span < 0.75 and 0.5 * leader_span < follower_span < leader_span + 0.1
+            assert 0.3 < follower_span < min(0.75, leader_span + 0.1), why(seen["spans"], follower_registers(rig),
+                                                                          rig.health(), stop(arm), stop(leader))
 
         stop(leader)  # the command stream ends: the follower must hold where it is
         time.sleep(1.5)
@@ -111,16 +138,17 @@ def test_teleoperation_safety_and_fault_through_the_nodes(tmp_path, rig, ros_env
 
         # Commands straight to the arm: far out of range, then one naming an unknown joint.
         stop(arm)
-        arm = start(node("so101_arm", config=config), ros_env)
+        arm_log = tmp_path / "arm.log"
+        arm = start(node("so101_arm", config=config), ros_env, arm_log)
         commander = subprocess.run([sys.executable, "-c", SEND_COMMANDS], env=ros_env, capture_output=True,
                                    text=True, timeout=120)
         assert commander.returncode == 0, commander.stderr
         assert rig.follower.register(3, "Goal_Position") == pytest.approx(2048 + 30 * DEG, abs=2)  # the 30 deg limit
+        assert "command refused" in wait_for_line(arm_log, "unknown: ['elbow']", 60)  # acknowledged is not handled
 
         rig.follower.remove(3)
         assert arm.wait(timeout=30) != 0
-        log = arm.communicate()[0]
-        assert "command refused" in log and "unknown: ['elbow']" in log
+        log = arm_log.read_text()
         assert "elbow_flex (id 3) stopped answering" in log and "last good state" in log
         assert [rig.follower.register(i, "Torque_Enable") for i in (1, 2, 4, 5, 6)] == [0] * 5
     finally:
@@ -179,6 +207,6 @@ def test_teleop_recorder_node_records_an_episode(tmp_path, rig, ros_env):
                                task="put the bowl on the stove", episodes=1, episode_time_s=1.0, reset_time_s=0.2,
                                auto_start=True), env=ros_env, capture_output=True, text=True, timeout=200)
     log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines() if not line.startswith(("Svt", "x265")))
-    assert proc.returncode == 0 and "saved 1 episode(s)" in log, log
+    assert proc.returncode == 0 and "saved 1 episode(s)" in log, why(log, rig.health())
     assert json.loads((root / "meta" / "info.json").read_text())["total_episodes"] == 1
     assert [rig.follower.register(i, "Torque_Enable") for i in range(1, 7)] == [0] * 6  # released on exit

@@ -69,6 +69,24 @@ def test_ping_and_broadcast_ping_report_sts3215(bus):
     assert bus.broadcast_ping() == {i: 777 for i in range(1, 7)}
 
 
+def test_the_server_says_how_it_kept_up_and_counts_replies_it_had_no_room_for(sim):
+    """``health()`` is what a failing test prints to tell a lost reply's cause: here, a host that sends
+    instructions and never reads the replies fills the pty's input, and the server counts what it could not send."""
+    assert sim.health()["last_packet_s"] == -1.0  # nothing asked yet
+    port = serial.Serial(sim.port, 1_000_000, timeout=0)
+    try:
+        port.write(instruction_packet(3, READ, bytes([56, 2])) * 20000)  # Present_Position, 8-byte replies
+        deadline = time.monotonic() + 60
+        while sim.packets < 20000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        health = sim.health()
+    finally:
+        port.close()
+    assert sim.packets == 20000
+    assert 0 < health["unsent"] < 20000 and 0.0 <= health["last_packet_s"] < 60.0, health
+    assert 0.0 < health["max_handle_s"] and 0.0 < health["max_gap_s"], health
+
+
 def test_registers_read_back_what_was_written(sim, bus):
     bus.write("Homing_Offset", "wrist_flex", -300, normalize=False)  # sign-magnitude, bit 11
     assert bus.read("Homing_Offset", "wrist_flex", normalize=False) == -300

@@ -204,6 +204,30 @@ class SimServo:
         self.regs[addr:addr + len(data)] = data
 
 
+@dataclass
+class ServerHealth:
+    """How the server kept up, for telling a lost reply's cause when a test sees one: a long ``max_gap_s`` means
+    the server was off a CPU (it wakes at least every PARENT_CHECK_S), ``unsent`` counts replies the pty had no
+    room for (nobody read the earlier ones), ``max_handle_s`` is the longest from reading a packet to its reply
+    written, ``last_packet_s`` the time since the last packet came (the host stopped asking)."""
+
+    max_gap_s: float = 0.0
+    max_handle_s: float = 0.0
+    unsent: int = 0
+    last_packet: float = 0.0
+    last_wake: float = 0.0
+
+    def wake(self, now: float) -> None:
+        if self.last_wake:
+            self.max_gap_s = max(self.max_gap_s, now - self.last_wake)
+        self.last_wake = now
+
+    def report(self) -> dict[str, float | int]:
+        since = time.monotonic() - self.last_packet if self.last_packet else -1.0
+        return {"max_gap_s": round(self.max_gap_s, 4), "max_handle_s": round(self.max_handle_s, 4),
+                "unsent": self.unsent, "last_packet_s": round(since, 4)}
+
+
 class ServoBus:
     """The servos of one bus, their faults, and the answers to packets and to the owner's requests."""
 
@@ -212,6 +236,7 @@ class ServoBus:
         self.servos = {i: SimServo(i, spec.table, p, spec.tau_s) for i, p in zip(spec.ids, spec.positions, strict=True)}
         self.packets = 0  # instruction packets received
         self.drop = self.corrupt = 0
+        self.health = ServerHealth()
         self.t0 = time.monotonic()
         self.present = self.goals = None
         if spec.twin is not None:
@@ -297,6 +322,8 @@ class ServoBus:
                 self.corrupt += args[0]
             elif op == "packets":
                 return "ok", self.packets
+            elif op == "health":
+                return "ok", self.health.report()
             elif op == "modules":
                 return "ok", sorted(sys.modules)
             else:
@@ -348,21 +375,27 @@ def serve(conn: Any, spec: BusSpec, parent_pid: int | None = None) -> None:
         os.set_blocking(master, False)  # a reply nobody reads is lost (as on a UART), never blocks the server
         conn.send(("ready", os.ttyname(slave)))
         buf = bytearray()
+        health = bus.health
         while not closing:
             ready = select.select([master, conn], [], [], PARENT_CHECK_S)[0]
+            health.wake(time.monotonic())
             if parent_pid is not None and os.getppid() != parent_pid:
                 return
             if master in ready:
                 with contextlib.suppress(BlockingIOError):
                     buf += os.read(master, 4096)
                 while (packet := take_packet(buf)) is not None:
+                    health.last_packet = time.monotonic()
                     try:
                         replies = bus.handle(*packet)
                     except (IndexError, ValueError):
                         continue  # an instruction with missing or impossible parameters: a servo ignores it
                     if replies:
-                        with contextlib.suppress(BlockingIOError):
+                        try:
                             os.write(master, b"".join(replies))
+                        except BlockingIOError:
+                            health.unsent += 1
+                    health.max_handle_s = max(health.max_handle_s, time.monotonic() - health.last_packet)
             if conn in ready:
                 try:
                     request = conn.recv()

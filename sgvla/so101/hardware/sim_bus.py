@@ -202,6 +202,10 @@ class SimFeetechBus:
         """Instruction packets received so far."""
         return self._request("packets")
 
+    def health(self) -> dict[str, float | int]:
+        """How the server kept up (servo_server.ServerHealth): for a failing test's message."""
+        return self._request("health")
+
     def server_modules(self) -> list[str]:
         """The modules the server's process has imported (it must stay free of torch, LeRobot, MuJoCo)."""
         return self._request("modules")
