@@ -71,7 +71,9 @@ def node(module: str, *remaps: str, **params) -> list[str]:
 def start(cmd, env, log: Path | None = None) -> subprocess.Popen:
     """The node's output piped, or written to ``log`` (a file the test can read while the node runs)."""
     out = subprocess.PIPE if log is None else log.open("w")
-    return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    proc.log = log
+    return proc
 
 
 def wait_for_line(log: Path, text: str, timeout_s: float) -> str:
@@ -84,9 +86,11 @@ def wait_for_line(log: Path, text: str, timeout_s: float) -> str:
 
 
 def stop(proc: subprocess.Popen) -> str:
+    """End the node; its output (from its log file, for a node started with one)."""
     if proc.poll() is None:
         proc.terminate()
-    return proc.communicate(timeout=30)[0]
+    output = proc.communicate(timeout=30)[0]
+    return output if output is not None else proc.log.read_text()
 
 
 def rig_config(tmp_path, rig, cameras=()) -> str:
@@ -114,13 +118,17 @@ def follower_registers(rig) -> dict[str, list[int]]:
 def test_teleoperation_safety_and_fault_through_the_nodes(tmp_path, rig, ros_env):
     config = rig_config(tmp_path, rig)
     leader = start(node("so101_leader", config=config), ros_env)
-    arm = start(node("so101_arm", "joint_commands:=leader/joint_states", config=config), ros_env)
+    arm_log = tmp_path / "follow.log"
+    arm = start(node("so101_arm", "joint_commands:=leader/joint_states", config=config), ros_env, arm_log)
     try:
+        # The arm follows once DDS has matched it with the leader; on a loaded machine that can come seconds after
+        # the leader's states reach the watcher, whose window would then see a follower still holding.
+        wait_for_line(arm_log, "following joint_commands", 120)
         watched = subprocess.run([sys.executable, "-c", WATCH_JOINTS], env=ros_env, capture_output=True, text=True,
                                  timeout=200)
         assert watched.returncode == 0, watched.stderr
         seen = json.loads(watched.stdout)
-        assert seen["last"]["follower"] and seen["last"]["leader"], (seen, stop(arm), stop(leader))
+        assert seen["last"]["follower"] and seen["last"]["leader"], why(seen, stop(arm), stop(leader))
         names, follower = seen["last"]["follower"]
         assert names == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
         # Radians: the follower swings with the leader's +-20 degrees (0.35 rad) over the 1.5 s watched. It trails
