@@ -13,6 +13,7 @@ Without this, rclpy's context destroys the half-built node at shutdown and its `
 never made (an AttributeError on top of the real error). Nodes that own things derive from `ResourceNode`.
 """
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -85,7 +86,9 @@ def forward_library_log() -> None:
 
 def init(args=None) -> StopSignals:
     """`rclpy.init` without rclpy's signal handlers; stop signals are caught before any node exists; the library's
-    log goes through rcl."""
+    log goes through rcl. A crash in native code (a segmentation fault in a driver, DDS or a renderer) prints every
+    thread's Python stack to stderr (faulthandler), so the launcher's log says where a node died."""
+    faulthandler.enable()
     stop = StopSignals()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     forward_library_log()

@@ -1,9 +1,10 @@
 """A launched node's stderr: passed on to this process's stderr line by line, prefixed by the node's name, with the
 node's last error lines kept, so that `sgvla launch` can say which node failed first and what it said.
 
-An error line is a ROS log line at ERROR or FATAL (``[FATAL] [<time>] [<node>]: <message>``, kept as the message)
-or the exception line that ends a Python traceback (``CameraError: camera wrist: ...``). Without either, the node's
-last line stands for its error.
+An error line is a ROS log line at ERROR or FATAL (``[FATAL] [<time>] [<node>]: <message>``, kept as the message),
+the exception line that ends a Python traceback (``CameraError: camera wrist: ...``) or the line with which
+faulthandler reports a crash in native code (``Fatal Python error: Segmentation fault``; the nodes enable it).
+Without any, the node's last line stands for its error.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class NodeOutput:
         match = ROS_ERROR.match(line)
         if match:
             self.errors.append(match["message"])
+        elif line.startswith("Fatal Python error: "):
+            self.errors.append(line)
         elif line.startswith("Traceback (most recent call last):"):
             self._in_traceback = True
         elif self._in_traceback and not line[0].isspace():

@@ -36,3 +36,10 @@ def test_a_traceback_is_quoted_by_its_exception_and_plain_output_by_its_last_lin
     assert follow(TRACEBACK)[0].last_error() == "KeyError: 'plan'"
     assert follow(b"starting\nsomething odd happened\n\n")[0].last_error() == "something odd happened"
     assert follow(b"")[0].last_error() == ""
+
+
+def test_a_crash_in_native_code_is_quoted_by_faulthandlers_line():
+    crash = (b"[FATAL] [1.5] [teleop_recorder]: cannot start: ArmError: follower port not found\n"
+             b"Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+             b'  File "/x/runtime.py", line 98 in spin_until_stopped\n')
+    assert follow(crash)[0].last_error() == "Fatal Python error: Segmentation fault"

@@ -110,3 +110,20 @@ def test_the_other_nodes_fail_on_bad_input_in_one_line(tmp_path, ros_env):
         "fiducial_graphs": ("fiducial_graphs", {"cameras": ["agentview", "nope"]},
                             r"ValueError: fiducial_graphs: camera\(s\) \['nope'\] are not in the rig so101"),
     }, ros_env)
+
+
+def test_a_node_that_crashes_in_native_code_says_where(ros_env):
+    """faulthandler (enabled by every node's runtime): a segmentation fault prints the Python stack of each thread,
+    so a node that dies in a driver, DDS or a renderer leaves more than its exit code (-11) in the launcher's log."""
+    import signal
+    import time
+
+    proc = start("scene_graph_node", ros_env)
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while not any("ready" in line for line in lines) and time.monotonic() < deadline and proc.poll() is None:
+        lines.append(proc.stdout.readline())
+    proc.send_signal(signal.SIGSEGV)  # as a crash in native code raises it
+    code, out = proc.wait(timeout=60), "".join(lines) + proc.communicate()[0]
+    assert code == -signal.SIGSEGV, out[-3000:]
+    assert "Fatal Python error: Segmentation fault" in out and "in run_node" in out, out[-3000:]
