@@ -38,7 +38,8 @@ def pick_place(info: dict[str, Any], target: str, place: str):
 def require_objects(scene, *names: str, any_of: bool = False) -> None:
     """PolicyGaveUp when ``scene`` (perceived, on the arm) lacks one of ``names`` (with ``any_of``: all of them)."""
     missing = [n for n in names if n not in scene.objects]
-    if len(missing) == len(names) if any_of else missing:
+    lacking = len(missing) == len(names) if any_of else bool(missing)
+    if lacking:
         what = f"none of {', '.join(names)}" if any_of else ", ".join(missing)
         raise PolicyGaveUp(f"{what} in the scene it was given ({', '.join(scene.objects) or 'empty'})")
 
