@@ -12,6 +12,7 @@ from sgvla.cli import main
 from sgvla.core.config import ConfigError
 from sgvla.so101.kinematics import Kinematics
 from sgvla.so101.perception.fiducials import DEFAULT_MARKERS, load_marker_config
+from sgvla.so101.perception.live import LivePerception
 from sgvla.so101.perception.poses import (
     CameraFrame, CameraModel, FiducialPerception, MarkerDetector, ObjectPose, PoseTracker, Sighting, camera_pose,
     fuse, in_view,
@@ -212,3 +213,19 @@ def test_wrist_camera_pose_needs_joints_and_follows_the_urdf():
     agent = CameraModel.from_calibration(load_camera_calibration("agentview"))
     np.testing.assert_allclose(camera_pose(agent), kinematics.link_pose("agentview_optical_frame", {}), atol=1e-6)
 
+
+
+def test_live_cameras_keep_the_configured_order_whatever_order_their_intrinsics_come_in(markers):
+    """ObjectStates lists per-camera visibility and boxes by position: a wrist camera_info that arrives before the
+    agent view's (DDS gives no order between topics) must not swap the columns (a CI failure once)."""
+    joints = {"shoulder_pan": 0.0, "shoulder_lift": 0.0, "elbow_flex": 0.0, "wrist_flex": 0.0, "wrist_roll": 0.0,
+              "gripper": 0.0}
+    live = LivePerception(markers, {n: load_camera_calibration(n) for n in ("agentview", "wrist")}, 0.2)
+    K = np.array([[300.0, 0, 160], [0, 300.0, 120], [0, 0, 1]])
+    assert live.waiting_for(joints) == ["agentview intrinsics", "wrist intrinsics"]
+    live.set_intrinsics("wrist", K, np.zeros(5), 320, 240)
+    live.set_intrinsics("agentview", K, np.zeros(5), 320, 240)
+    live.update(0.0, {}, joints)
+    assert list(live.graphs({}, "task")) == ["agentview", "wrist"]
+    live.update(0.1, {}, None)  # without joint states the wrist camera cannot be placed
+    assert list(live.graphs({}, "task")) == ["agentview"]

@@ -108,8 +108,11 @@ class LivePerception:
         radians by URDF joint name."""
         frames = []
         self.world_from_camera = {}  # every camera whose place is known now: graphs are made for each
-        for name, model in self.models.items():
-            if joints is None and model.parent_frame != BASE_LINK:
+        # In the configured order, not the order the intrinsics came in: consumers index the cameras by position
+        # (ObjectStates' camera_names, visible_in, boxes), so two runs of one rig must list them alike.
+        for name in self.extrinsics:
+            model = self.models.get(name)
+            if model is None or (joints is None and model.parent_frame != BASE_LINK):
                 continue
             pose = self.world_from_camera[name] = camera_pose(model, self.kinematics, joints)
             if name in images:
