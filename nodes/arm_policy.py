@@ -94,14 +94,11 @@ from sgvla_ros.runtime import run_node, sleep
 from sgvla_ros.state_io import record_msg, values_of
 
 
-FIDUCIAL = "fiducial"  # SceneGraph.source of fiducial_graphs' graphs
-
-
 class PerceivedGraph:
     """The graph source of an episode on the arm with perception: the newest fiducial graph of the view, with the
     boxes perception/objects gives for that camera."""
 
-    name = FIDUCIAL
+    name = SceneGraph.SOURCE_FIDUCIAL
 
     def __init__(self, node: "ArmPolicy") -> None:
         self.node = node
@@ -230,7 +227,7 @@ class ArmPolicy(Node):
         return cached[1]
 
     def on_graph(self, msg: SceneGraph) -> None:
-        if msg.source == FIDUCIAL:
+        if msg.source == SceneGraph.SOURCE_FIDUCIAL:
             self.graphs[msg.camera] = (time.monotonic(), msg)
 
     def fresh(self, received, topic: str):

@@ -32,7 +32,6 @@ from sgvla_ros.graph_io import scene_graph_msg, upright_image_of
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 
-SOURCE = "fiducial"  # SceneGraph.source of these graphs (the message has no constant for it)
 FRAME = "base_link"
 # The gripper counts as closed below the middle of the scripted grasp's open and closed angles (radians).
 CLOSED_BELOW = PickPlaceParams().closed_below
@@ -139,9 +138,7 @@ class FiducialGraphs(ResourceNode):
         self.counts["frames"] += len(streams)
         header = Header(stamp=newest, frame_id=FRAME)
         for name, view in graphs.items():
-            msg = scene_graph_msg(view, header)
-            msg.source = SOURCE
-            self.graph_pubs[name].publish(msg)
+            self.graph_pubs[name].publish(scene_graph_msg(view, header, SceneGraph.SOURCE_FIDUCIAL))
         self.publish_objects(poses, graphs, header)
 
     def publish_objects(self, poses, graphs, header) -> None:

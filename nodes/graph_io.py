@@ -32,11 +32,11 @@ def view_graph_to_msg(view_graph, header, episode: int, step: int, text: str, co
     return msg
 
 
-def scene_graph_msg(view_graph, header) -> SceneGraph:
+def scene_graph_msg(view_graph, header, source: str = SceneGraph.SOURCE_GROUND_TRUTH) -> SceneGraph:
     msg = SceneGraph()
     msg.header = header
     msg.camera = view_graph.camera
-    msg.source = SceneGraph.SOURCE_GROUND_TRUTH
+    msg.source = source
     msg.objects = list(view_graph.boxes)
     msg.triplets = [Triplet(subject=s, relation=r, object=o) for s, r, o in view_graph.graph]
     return msg

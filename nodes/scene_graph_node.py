@@ -1,7 +1,8 @@
-"""scene_graph: live ground-truth scene graphs per camera from the scene state (simulation; perception later).
+"""scene_graph: live scene graphs per camera from the scene state (the simulator's, or one perceived from markers).
 
 For every `sim/scene` it computes each camera's graph and boxes with the scene-graph core (the computation of a
-backend's `ground_truth`) and publishes `scene_graph/<camera>` (SceneGraph, source=ground_truth) and
+backend's `ground_truth`) and publishes `scene_graph/<camera>` (SceneGraph; source: the scene's own, ground_truth
+for the simulator's state, fiducial for a perceived one) and
 `graph_context/<camera>` (GraphContext: graph, boxes and the serialized context text, keyed by (episode, step));
 with `overlay: true` it draws the graph on the camera images (`scene_graph/<camera>/overlay`).
 """
@@ -67,7 +68,7 @@ class SceneGraphNode(Node):
             graph_pub, context_pub, _ = self._pubs(camera)
             text = format_prompt_context(vg.graph, camera, self.ontology, subject_filter=None, style=self.style,
                                          boxes=vg.boxes)
-            graph_pub.publish(scene_graph_msg(vg, msg.header))
+            graph_pub.publish(scene_graph_msg(vg, msg.header, scene.source))
             context_pub.publish(view_graph_to_msg(vg, msg.header, msg.episode, msg.step, text, compute_ms))
             if self.overlay:
                 self._remember(self.graphs[camera], stamp_key(msg.header.stamp), vg)

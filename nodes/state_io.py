@@ -50,7 +50,7 @@ def _unboxed(boxes: list[GeomBox]) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 def scene_msg(scene: SceneState, info: Mapping[str, Any], header, episode: int, step: int) -> SceneStateMsg:
     g = scene.geoms
     msg = SceneStateMsg(header=header, episode=int(episode), step=int(step), task_language=scene.task,
-                        objects=list(scene.objects), positions=_f64(scene.positions).reshape(-1))
+                        source=scene.source, objects=list(scene.objects), positions=_f64(scene.positions).reshape(-1))
     msg.geoms = _boxes(g.geom_object, g.centers[0], g.rotations[0], g.half_sizes)
     o = scene.obstacles
     msg.obstacles = _boxes(o.owner, o.centers, o.rotations, o.half_sizes)
@@ -74,7 +74,7 @@ def scene_of(msg: SceneStateMsg) -> tuple[SceneState, dict[str, Any]]:
     scene = SceneState(objects=tuple(msg.objects), positions=_f64(msg.positions).reshape(-1, 3), geoms=geoms,
                        cameras=cameras, eef_pos=_f64(msg.eef_position), eef_mat=_f64(msg.eef_rotation).reshape(3, 3),
                        gripper_qpos=_f64(msg.gripper_positions), task=msg.task_language,
-                       obstacles=Boxes(*_unboxed(msg.obstacles)))
+                       obstacles=Boxes(*_unboxed(msg.obstacles)), source=msg.source)
     return scene, {"goal": (msg.goal_object, msg.goal_place), "table_center": _f64(msg.table_center)}
 
 

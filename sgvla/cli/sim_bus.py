@@ -37,4 +37,8 @@ def run(args: argparse.Namespace) -> int:
               f"sgvla record --config synthetic {items} --root DIR --task TASK\n"
               "Ctrl-C stops.", flush=True)
         stop.wait()
+        # How each bus kept up, for telling a client's lost replies from a server that was off the CPU.
+        for arm, bus in (("follower", follower), ("leader", leader)):
+            health = ", ".join(f"{k} {v}" for k, v in bus.health().items())
+            print(f"{arm} bus: {bus.packets} packets; {health}", flush=True)
     return 0

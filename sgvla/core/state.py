@@ -79,6 +79,10 @@ class SceneState:
     gripper_qpos: np.ndarray  # (2,) Panda fingers, (1,) SO101 jaw
     task: str  # the suite's task language (relation rules key on it), not an overridden prompt
     obstacles: Boxes  # colliding geoms of everything but the robot, for grasp planning
+    # Where the objects come from: the simulator's own state (``ground_truth``) or a perception (``fiducial``: their
+    # markers). Graphs computed from the scene carry it as their source, so a perceived scene's graphs are never
+    # labelled ground truth (on topics and in bags as in records).
+    source: str = "ground_truth"
 
     def position(self, name: str) -> np.ndarray:
         if name not in self.objects:

@@ -93,7 +93,8 @@ TOPICS = (
     Topic("camera/{camera}/camera_info", "sensor_msgs/msg/CameraInfo", "frames", "{camera}_optical_frame",
           ("sim_bridge",), (), "pinhole intrinsics of the published image, no distortion"),
     Topic("scene_graph/{camera}", "sgvla_interfaces/msg/SceneGraph", "reliable", "world", ("scene_graph",), (),
-          "ground-truth graph of the camera's visible objects (source=ground_truth)"),
+          "graph of the camera's visible objects in the scene: source=ground_truth for the simulator's state, "
+          "source=fiducial for a perceived one (the twin suite's perception: true)"),
     Topic("graph_context/{camera}", "sgvla_interfaces/msg/GraphContext", "control", "world", ("scene_graph",),
           ("vla_policy",), "graph, boxes and serialized context text per (episode, step); vla_policy reads the "
                            "episode's view"),
@@ -115,7 +116,8 @@ NODE_ROLES = {
     "sim_bridge": "owns a simulated suite's backend (LIBERO, the SO101 twin; from the reset's registered suite): robot state, "
                   "images, clock, step status, the privileged scene; steps on actions (lock-step or free-running); "
                   "serves reset_episode",
-    "scene_graph": "live ground-truth graph per camera from the scene; serialized context; overlays",
+    "scene_graph": "live graph per camera from the scene (the simulator's or the perceived one); serialized "
+                   "context; overlays",
     "vla_policy": "serves run_episode: resets the environment and steps the episode engine (prompt per context "
                   "mode, the policy: scripted or LeRobot VLA) from the topics; returns the record",
     "evaluator": "runs the plan of `sgvla eval` as run_episode goals and writes the same JSONL records and report",

@@ -35,7 +35,8 @@ def scene(seed: int = 0) -> SceneState:
     obstacles = Boxes(np.array([-1, 2]), rng.normal(size=(2, 3)), np.repeat(np.eye(3)[None], 2, axis=0),
                       np.full((2, 3), 0.1))
     return SceneState(names, positions, geoms, cameras, rng.normal(size=3), np.eye(3), np.array([0.04, -0.04]),
-                      "pick up the black bowl between the plate and the ramekin and place it on the plate", obstacles)
+                      "pick up the black bowl between the plate and the ramekin and place it on the plate", obstacles,
+                      source="fiducial")
 
 
 def same(a, b) -> bool:

@@ -91,6 +91,8 @@ def test_recording_shows_graphs_as_text_and_overlays(runs, sim_eval):
         assert bag[topic], f"nothing recorded on {topic}"
     assert len(bag["/action"]) == 3 and len(bag["/sim/status"]) == 4 and len(bag["/eval/result"]) == 1
     assert len(bag["/camera/agentview/image_raw"]) == 4  # every step's frame, on which the policy acted
+    assert {m.source for m in bag["/scene_graph/agentview"]} == {m.source for m in bag["/sim/scene"]} == {
+        "ground_truth"}  # the simulator's state and its graphs
     context = bag["/graph_context/agentview"][0]
     assert "Scene graph:" in context.text and len(context.graph.triplets) > 0
     assert "Current simulator semantic context" in bag["/prompt"][0].prompt

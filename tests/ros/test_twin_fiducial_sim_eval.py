@@ -50,6 +50,9 @@ def test_fiducial_twin_over_topics_and_in_process_give_identical_episodes(tmp_pa
     # wall is 12 segments there, one box here).
     scenes = bag["/sim/scene"]
     assert scenes and all(len(m.geoms) == len(m.objects) for m in scenes)
+    # ... and its graphs say so: a bag never labels perceived graphs ground truth.
+    graphs = bag["/scene_graph/agentview"]
+    assert {m.source for m in scenes} == {m.source for m in graphs} == {"fiducial"}
 
 
 def test_a_policy_that_perceives_nothing_gives_up_over_topics_as_in_process(tmp_path, sim_eval):

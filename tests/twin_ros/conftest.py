@@ -55,7 +55,9 @@ def sim_buses(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             code = proc.wait()
-    assert code == 0, f"sgvla sim-bus ended with {code}:\n{log.read_text()[-3000:]}"
+    text = log.read_text()
+    print(text[-2000:])  # ends with its buses' health: shown beside a failing test's own output
+    assert code == 0 and "leader bus:" in text, f"sgvla sim-bus ended with {code}:\n{text[-3000:]}"
 
 
 def twin_cameras(size: tuple[int, int], fps: int, wrist_size: tuple[int, int] | None = None) -> list[dict]:

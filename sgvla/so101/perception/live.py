@@ -21,6 +21,7 @@ from sgvla.scene_graph import Camera, Graph, ViewGraph
 from sgvla.so101.hardware.calibration import CameraCalibration
 from sgvla.so101.kinematics import BASE_LINK, Kinematics, rpy_matrix
 from sgvla.so101.perception.fiducials import MarkerConfig
+from sgvla.so101.perception.source import FIDUCIAL
 from sgvla.so101.perception.poses import (
     CameraFrame, CameraModel, FiducialPerception, ObjectPose, camera_pose, graphs_from_poses, object_geoms,
 )
@@ -59,7 +60,8 @@ def perceived_scene(poses: Mapping[str, ObjectPose], markers: MarkerConfig, kine
         objects=tuple(names), positions=np.array([poses[n].position for n in names]).reshape(-1, 3), geoms=geoms,
         cameras=dict(cameras or {}), eef_pos=gripper[:3, 3].copy(), eef_mat=gripper[:3, :3] @ EEF_FROM_GRIPPER_FRAME,
         gripper_qpos=np.array([float(joints["gripper"])]), task=task,
-        obstacles=Boxes(np.arange(len(names)), geoms.centers[0], geoms.rotations[0], geoms.half_sizes))
+        obstacles=Boxes(np.arange(len(names)), geoms.centers[0], geoms.rotations[0], geoms.half_sizes),
+        source=FIDUCIAL)
 
 
 class LivePerception:
