@@ -144,7 +144,9 @@ class FiducialGraphs(ResourceNode):
     def publish_objects(self, poses, graphs, header) -> None:
         msg = ObjectStates(header=header)
         cameras = list(graphs)
-        for name, pose in poses.items():
+        # In the marker config's order: the tracker's order is that of sightings, which differ from run to run.
+        for name in (n for n in self.live.markers.objects if n in poses):
+            pose = poses[name]
             obj = ObjectState(name=name)
             p, r = pose.position, pose.pose[:3, :3]
             obj.pose.position = Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))

@@ -63,3 +63,35 @@ def test_a_stalled_camera_delays_neither_the_other_camera_nor_physics():
         if clock is not None:
             clock.close()
         twin.close()
+
+
+class CountingLock:
+    """The twin's lock, counting how often it is taken (physics may step between two holds)."""
+
+    def __init__(self, lock):
+        self.lock, self.holds = lock, 0
+
+    def __enter__(self):
+        self.lock.__enter__()
+        self.holds += 1
+        return self
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+
+def test_a_depth_cameras_color_and_depth_show_one_physics_instant():
+    """so101_twin publishes a color image and its depth under one stamp, and fiducial_graphs refines poses with the
+    depth of that stamp: both must be drawn from one copy of the scene, taken in one hold of the lock."""
+    twin = So101Twin(load_twin_config(), 0)
+    view = twin.view()
+    try:
+        twin.reset(0)
+        color, depth = view.render("agentview", 64, 48), view.render_depth("agentview", 64, 48)
+        twin.lock = counting = CountingLock(twin.lock)
+        pair = view.render_rgbd("agentview", 64, 48)
+        assert counting.holds == 1
+        assert (pair[0] == color).all() and (pair[1] == depth).all() and pair[1].dtype == depth.dtype
+    finally:
+        view.close()
+        twin.close()

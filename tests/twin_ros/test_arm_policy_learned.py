@@ -43,8 +43,11 @@ def on_line(msg):
     elif word == "verdict":
         pending.append(("verdict", "failure random weights"))
 node.create_subscription(String, "eval/operator", on_line, QOS["latched"])
-node.create_subscription(JointState, "joint_commands", lambda m: commands.append((time.monotonic(), list(m.name),
-                         list(m.position))), QOS["commands"])
+# Arrival (to place a command between eval/operator lines) and the node's header stamp (when it published: the
+# stream's own timing), kept 10 deep: a watcher that spins late must not turn into gaps in the node's stream.
+node.create_subscription(JointState, "joint_commands", lambda m: commands.append((
+    time.monotonic(), m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, list(m.name), list(m.position))),
+    QOS["reliable"])
 while not any(text.startswith("recorded") for _, text in lines):
     rclpy.spin_once(node, timeout_sec=0.005)
     while pending and pubs[pending[0][0]].get_subscription_count() > 0:
@@ -108,8 +111,9 @@ def test_tiny_act_runs_an_episode_on_the_arm_with_slow_inference(tiny_act, tmp_p
     # The command stream of the run (between `running` and `verdict` on eval/operator) holds the control rate.
     running = next(t for t, text in seen["lines"] if text.startswith("running"))
     verdict = next(t for t, text in seen["lines"] if text.startswith("verdict"))
-    run = [(t, dict(zip(names, positions))) for t, names, positions in seen["commands"] if running < t < verdict]
-    times = np.array([t for t, _ in run])
+    run = [(stamp, dict(zip(names, positions))) for t, stamp, names, positions in seen["commands"]
+           if running < t < verdict]
+    times = np.array([stamp for stamp, _ in run])
     intervals = np.diff(times)
     p50, p99 = np.percentile(intervals, [50, 99])
     print(f"run phase: {len(run)} commands, interval p50 {1000 * p50:.1f} ms, p99 {1000 * p99:.1f} ms, max "

@@ -79,7 +79,8 @@ def test_fiducial_graphs_on_the_twins_cameras_match_its_ground_truth(tmp_path, r
     assert min(scores) >= 0.9, scores
     objects = seen["objects"]
     assert objects["frame"] == "base_link"
-    assert sorted(objects["names"]) == sorted(["black_bowl_1", "black_bowl_2", "red_drawer", "black_stove", "cookie"])
+    # in the marker config's order, whatever order the tracker first saw them in
+    assert objects["names"] == ["black_bowl_1", "black_bowl_2", "red_drawer", "black_stove", "cookie"]
     assert all(c == ["agentview", "wrist"] for c in objects["cameras"])
     assert all(len(b) == 8 for b in objects["boxes"])
     assert all(0.05 < p[0] < 0.6 and abs(p[1]) < 0.4 and -0.02 < p[2] < 0.15 for p in objects["positions"].values())

@@ -164,8 +164,10 @@ from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("watcher")
 commands, states = [], []
-node.create_subscription(JointState, "joint_commands", lambda m: commands.append((time.monotonic(), list(m.position))),
-                         QOS["commands"])
+# The node's own timing (header stamps: when it published), kept 10 deep: a watcher that spins late must not turn
+# into gaps in the node's command stream.
+node.create_subscription(JointState, "joint_commands", lambda m: commands.append(
+    (m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, list(m.position))), QOS["reliable"])
 node.create_subscription(JointState, "joint_states", lambda m: states.append(list(m.position)), QOS["sensor"])
 deadline = time.monotonic() + 240
 while not commands and time.monotonic() < deadline:

@@ -20,10 +20,14 @@ import json, math, time, rclpy
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Int64, String
 from sgvla_interfaces.msg import SceneGraph
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("observer")
 seen = {}
+# The twin's sensor topics kept 200 deep (best effort, as they are published): an observer that spins late (it takes
+# one message per spin) must not drop messages the node did publish, or its rates would measure the observer.
+QOS = {**QOS, "sensor": QoSProfile(depth=200, reliability=ReliabilityPolicy.BEST_EFFORT)}
 topics = [("joint_states", JointState, "sensor"), ("agentview/image_raw", Image, "sensor"),
           ("agentview/camera_info", CameraInfo, "sensor"), ("agentview/depth/image_raw", Image, "sensor"),
           ("agentview/depth/camera_info", CameraInfo, "sensor"), ("wrist/image_raw", Image, "sensor"),
@@ -45,11 +49,13 @@ deadline = time.monotonic() + 200
 while len(seen) < len(topics) and time.monotonic() < deadline:
     rclpy.spin_once(node, timeout_sec=0.1)
 spin(0.5)
-count = lambda t, since: sum(s >= since for s, _ in seen.get(t, []))
-start = time.monotonic()
+# Rates of publishing: messages stamped in the window (the node's clock), or for the unstamped task, arrived in it.
+stamped = lambda m: hasattr(m, "header")
+when = lambda s, m: m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 if stamped(m) else s
+start, start_s = time.time(), time.monotonic()
 spin(2.5, ("elbow_flex", 3.0))  # far beyond the URDF limit and the rig's 30 degrees
 elbow = joints()["elbow_flex"]
-rates = {t: count(t, start) / (time.monotonic() - start) for t, _, _ in topics}
+end, end_s = time.time(), time.monotonic()
 spin(0.5)
 pub.publish(JointState(name=["elbow"], position=[0.0]))  # no joint of the arm: refused whole
 spin(0.5)
@@ -75,6 +81,11 @@ for name, types in node.get_topic_names_and_types():
     for e in node.get_publishers_info_by_topic(name):
         endpoints.setdefault(name, []).append([e.node_name, e.topic_type, e.qos_profile.reliability.name,
                                                e.qos_profile.durability.name])
+def rate(topic):
+    msgs = seen.get(topic, [])
+    since, until = (start, end) if msgs and stamped(msgs[0][1]) else (start_s, end_s)
+    return sum(since <= when(s, m) < until for s, m in msgs) / (until - since)
+rates = {t: rate(t) for t, _, _ in topics}
 print(json.dumps({
     "names": list(last["joint_states"].name), "rates": rates, "elbow": elbow, "pan": [pan0, pan1, pan2],
     "after_reset": after_reset,

@@ -254,9 +254,10 @@ class TwinSource:
         if self._view is None:
             self._view = self.twin.view()
         c = self.config
-        color = self._view.render(c.device, width=c.width, height=c.height)
-        depth = depth_to_mm(self._view.render_depth(c.device, width=c.width, height=c.height)) if c.depth else None
-        return color, depth
+        if not c.depth:
+            return self._view.render(c.device, width=c.width, height=c.height), None
+        color, depth = self._view.render_rgbd(c.device, width=c.width, height=c.height)  # one physics instant
+        return color, depth_to_mm(depth)
 
     def grab(self) -> tuple[np.ndarray, np.ndarray | None]:
         self.next_t = max(self.next_t + 1.0 / self.config.fps, time.monotonic() - 1.0 / self.config.fps)

@@ -250,7 +250,7 @@ class TwinView:
         self.twin, self.cameras = twin, twin.cameras
         self._renderers: dict[tuple[int, int, bool], mujoco.Renderer] = {}
 
-    def _render(self, camera: str, width: int | None, height: int | None, depth: bool) -> np.ndarray:
+    def _renderer(self, camera: str, width: int | None, height: int | None, depth: bool) -> mujoco.Renderer:
         twin = self.twin
         camera_id(twin.model, camera)  # a clear error for an unknown camera
         size = twin._size(width, height)
@@ -260,17 +260,30 @@ class TwinView:
             if depth:
                 renderer.enable_depth_rendering()
             self._renderers[(*size, depth)] = renderer
-        with twin.lock:
-            renderer.update_scene(twin.data, camera=camera)
-        return renderer.render()
+        return renderer
+
+    def _draw(self, camera: str, width: int | None, height: int | None, kinds: Sequence[bool]) -> list[np.ndarray]:
+        """Images of one physics state: every renderer's scene is copied under one hold of the lock (physics may
+        step between two holds, and a color image and its depth must show the same instant)."""
+        renderers = [self._renderer(camera, width, height, depth) for depth in kinds]
+        with self.twin.lock:
+            for renderer in renderers:
+                renderer.update_scene(self.twin.data, camera=camera)
+        return [renderer.render() for renderer in renderers]
 
     def render(self, camera: str, width: int | None = None, height: int | None = None) -> np.ndarray:
         """(H, W, 3) uint8, row 0 at the top."""
-        return self._render(camera, width, height, depth=False)
+        return self._draw(camera, width, height, (False,))[0]
 
     def render_depth(self, camera: str, width: int | None = None, height: int | None = None) -> np.ndarray:
         """(H, W) float32 depth in metres along the optical axis, row 0 at the top."""
-        return self._render(camera, width, height, depth=True).astype(np.float32)
+        return self._draw(camera, width, height, (True,))[0].astype(np.float32)
+
+    def render_rgbd(self, camera: str, width: int | None = None,
+                    height: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`render` and :meth:`render_depth` of the same instant (a depth camera's aligned pair)."""
+        color, depth = self._draw(camera, width, height, (False, True))
+        return color, depth.astype(np.float32)
 
     def intrinsics(self, camera: str, width: int, height: int) -> np.ndarray:
         return self.twin.intrinsics(camera, width, height)
