@@ -3,6 +3,8 @@ the library modules it calls hold no argument parsing and print nothing meant fo
 that runs is imported (`sgvla doctor` loads no simulator, no torch)."""
 
 import argparse
+import contextlib
+import faulthandler
 import importlib
 import sys
 
@@ -63,4 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    # A crash in native code (a renderer, a DDS thread) prints every thread's Python stack, so a run that dies by
+    # a signal says where (a `sgvla record` on the twin once ended by SIGSEGV in Mesa with nothing else said).
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr without a file descriptor (captured)
+        faulthandler.enable()
     return args.func(args)

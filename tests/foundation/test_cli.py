@@ -152,3 +152,23 @@ def test_doctor_loads_no_simulator():
             "if m in sys.modules)); sys.exit(code)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip().endswith("[]"), out.stdout + out.stderr
+
+
+def test_a_command_that_crashes_in_native_code_says_where(tmp_path):
+    """A command killed by SIGSEGV (Mesa's renderer, a DDS thread) prints every thread's Python stack."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "sim-bus", "--calibration-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("follower port:")  # serving, waiting for Ctrl-C
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGSEGV)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGSEGV
+    assert "Fatal Python error: Segmentation fault" in err and 'File "' in err and "sim_bus.py" in err, err
