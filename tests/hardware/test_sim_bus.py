@@ -222,6 +222,20 @@ def test_the_server_process_imports_nothing_heavy(sim):
     assert heavy == []
 
 
+def test_the_server_runs_ahead_of_other_work(sim):
+    """A session of its own whose scheduling group is nice -10 (a nice value alone is shared with the session's
+    load where the kernel groups by session), and the process at nice -10; as root (the CI), all three hold."""
+    from sgvla.so101.hardware.servo_server import SERVER_NICE
+
+    pid = sim.server_pid
+    assert os.getsid(pid) == pid != os.getsid(0)
+    if os.geteuid() == 0:
+        assert os.getpriority(os.PRIO_PROCESS, pid) == SERVER_NICE
+        if os.path.exists(f"/proc/{pid}/autogroup"):  # kernels with autogroup scheduling
+            with open(f"/proc/{pid}/autogroup") as f:
+                assert f.read().split()[-1] == str(SERVER_NICE)
+
+
 def test_close_ends_the_port_and_reaps_the_process():
     sim = SimFeetechBus()
     pid, port = sim.server_pid, sim.port
