@@ -37,11 +37,13 @@ def test_twin_teleoperated_from_the_leader_and_recorded(tmp_path, calibration_di
     state = np.stack([ds[i]["observation.state"].numpy() for i in range(n)])
     action = np.stack([ds[i]["action"].numpy() for i in range(n)])
     lag = 5
-    err = np.abs(state[lag:, :5] - action[:-lag, :5])
+    # Following error once the twin has come from its rest pose to the leader's (up to 100 degrees at a bounded
+    # step per tick, a second or more on a loaded machine): the episode's second half.
+    err = np.abs(state[lag:, :5] - action[:-lag, :5])[n // 2:]
     moves = {"state ptp": np.ptp(state, axis=0).round(1), "action ptp": np.ptp(action, axis=0).round(1),
              "error max": err.max(axis=0).round(1), "error median": np.median(err, axis=0).round(1)}
     print(moves)
-    # The leader's hand moves every joint; the twin's joints move as much and follow a few ticks behind.
+    # The leader's hand moves every joint; the twin's joints move as much and then follow a few ticks behind.
     assert (np.ptp(action[:, :5], axis=0) > 2.0).all(), (moves, proc.log[-3000:])
     assert (np.ptp(state[:, :5], axis=0) > 2.0).all(), (moves, proc.log[-3000:])
     assert np.median(err, axis=0).max() < 5.0, (moves, proc.log[-3000:])
