@@ -134,7 +134,11 @@ def test_a_starved_actor_holds_its_last_goal(demos, tiny_act):
     # Every goal played is a goal of the (deterministic) chunk of this observation, its tail first of all.
     chunk = [tuple(map(float, row)) for row in actor.checkpoint.chunk(observation, task)]
     distinct = {tuple(g.values()) for g in played}
-    assert chunk[-1] in distinct and distinct <= set(chunk) and len(distinct) >= 2
+    assert chunk[-1] in distinct and distinct <= set(chunk)
+    # Several of them, unless every chunk came too late to play more than its last goal (a loaded machine: a
+    # fresh-clone run saw one distinct goal): some chunk skipped at most 8 of its 10 goals.
+    if stats.skipped < 9 * stats.chunks:
+        assert len(distinct) >= 2, (stats, distinct)
 
 
 @pytest.mark.parametrize("policy_type", ["act", "smolvla"])
