@@ -17,6 +17,7 @@ import numpy as np
 
 from sgvla.core.protocols import Backend, GraphSource
 from sgvla.core.registry import Choice
+from sgvla.core.state import GROUND_TRUTH
 from sgvla.scene_graph import Ontology, ViewGraph
 
 
@@ -36,7 +37,7 @@ class GraphSourceConfig(Choice, kind="graph source"):
 class GroundTruthSource:
     """Graphs and boxes computed from the backend's geometry."""
 
-    name = "ground_truth"
+    name = GROUND_TRUTH
 
     def __init__(self, backend: Backend):
         self.backend = backend
@@ -54,7 +55,7 @@ class GroundTruthSource:
         pass
 
 
-@GraphSourceConfig.register("ground_truth")
+@GraphSourceConfig.register(GROUND_TRUTH)
 @dataclass
 class GroundTruthConfig(GraphSourceConfig):
     reads_simulator: ClassVar[bool] = True

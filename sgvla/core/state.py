@@ -66,6 +66,9 @@ class RobotState:
         return np.asarray(self.positions)[index], np.asarray(self.velocities)[index]
 
 
+GROUND_TRUTH = "ground_truth"  # the source of a scene (and its graphs) that is the simulator's own state
+
+
 @dataclass(frozen=True, eq=False)
 class SceneState:
     """Privileged state of one instant: what the scene-graph core and scripted controllers read."""
@@ -82,7 +85,7 @@ class SceneState:
     # Where the objects come from: the simulator's own state (``ground_truth``) or a perception (``fiducial``: their
     # markers). Graphs computed from the scene carry it as their source, so a perceived scene's graphs are never
     # labelled ground truth (on topics and in bags as in records).
-    source: str = "ground_truth"
+    source: str = GROUND_TRUTH
 
     def position(self, name: str) -> np.ndarray:
         if name not in self.objects:

@@ -30,6 +30,7 @@ OPERATOR = """
 import json, sys, time, rclpy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
+from sgvla_ros.graph_io import stamp_key
 from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("operator")
@@ -46,7 +47,7 @@ node.create_subscription(String, "eval/operator", on_line, QOS["latched"])
 # Arrival (to place a command between eval/operator lines) and the node's header stamp (when it published: the
 # stream's own timing), kept 10 deep: a watcher that spins late must not turn into gaps in the node's stream.
 node.create_subscription(JointState, "joint_commands", lambda m: commands.append((
-    time.monotonic(), m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, list(m.name), list(m.position))),
+    time.monotonic(), stamp_key(m.header.stamp) * 1e-9, list(m.name), list(m.position))),
     QOS["reliable"])
 while not any(text.startswith("recorded") for _, text in lines):
     rclpy.spin_once(node, timeout_sec=0.005)

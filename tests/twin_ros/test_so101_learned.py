@@ -164,6 +164,7 @@ def test_tiny_policies_run_in_process_on_the_twin_suite(policy_type, request, tm
 DRIVE = """
 import json, sys, time, rclpy
 from sensor_msgs.msg import JointState
+from sgvla_ros.graph_io import stamp_key
 from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("watcher")
@@ -171,7 +172,7 @@ commands, states = [], []
 # The node's own timing (header stamps: when it published), kept 10 deep: a watcher that spins late must not turn
 # into gaps in the node's command stream.
 node.create_subscription(JointState, "joint_commands", lambda m: commands.append(
-    (m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, list(m.position))), QOS["reliable"])
+    (stamp_key(m.header.stamp) * 1e-9, list(m.position))), QOS["reliable"])
 node.create_subscription(JointState, "joint_states", lambda m: states.append(list(m.position)), QOS["sensor"])
 deadline = time.monotonic() + 240
 while not commands and time.monotonic() < deadline:

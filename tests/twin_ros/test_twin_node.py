@@ -21,6 +21,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Int64, String
 from sgvla_interfaces.msg import SceneGraph
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sgvla_ros.graph_io import stamp_key
 from sgvla_ros.qos import QOS
 rclpy.init()
 node = rclpy.create_node("observer")
@@ -51,7 +52,7 @@ while len(seen) < len(topics) and time.monotonic() < deadline:
 spin(0.5)
 # Rates of publishing: messages stamped in the window (the node's clock), or for the unstamped task, arrived in it.
 stamped = lambda m: hasattr(m, "header")
-when = lambda s, m: m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 if stamped(m) else s
+when = lambda s, m: stamp_key(m.header.stamp) * 1e-9 if stamped(m) else s
 start, start_s = time.time(), time.monotonic()
 spin(2.5, ("elbow_flex", 3.0))  # far beyond the URDF limit and the rig's 30 degrees
 elbow = joints()["elbow_flex"]
