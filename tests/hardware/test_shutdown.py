@@ -21,7 +21,7 @@ def test_repeated_stop_signals_never_cut_torque_off_short(tmp_path, rig, ros_env
                            stderr=err.open("w"))
     try:
         deadline = time.monotonic() + 60
-        while "follower on" not in err.read_text():
+        while "active: torque on" not in err.read_text():  # "follower on" comes first, with torque still off
             assert arm.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
             time.sleep(0.1)
         assert all(rig.follower.register(i, "Torque_Enable") == 1 for i in range(1, 7))
@@ -56,7 +56,8 @@ def test_single_process_hardware_launch_turns_torque_off_on_ctrl_c(tmp_path, rig
                               env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
-        while not all(s in log.read_text() for s in ("follower on", "leader on", "camera agentview", "camera wrist")):
+        while not all(s in log.read_text() for s in ("active: torque on", "leader on", "camera agentview",
+                                                           "camera wrist")):
             assert launch.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.1)
         assert all(rig.follower.register(i, "Torque_Enable") == 1 for i in range(1, 7))
