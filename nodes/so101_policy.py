@@ -9,6 +9,8 @@ chunk plays (`ChunkedActor`): inference slower than a control period does not sl
 chunk covers a step the last goal is sent again. The prompt is the ``prompt`` parameter, else the latched
 ``task`` topic (the twin publishes its task's), and goes where the checkpoint's processor expects the task.
 ``min_inference_s`` pads each inference to at least that long (tests and benchmarks of a slow policy).
+Every 5 s it logs its chunks; while an input a chunk needs has not come, it warns which topics it has not heard
+from and how many publishers each has (0: nothing publishes it; 1 or more: discovered, yet nothing arrived).
 """
 
 from sensor_msgs.msg import Image, JointState
@@ -109,7 +111,19 @@ class SO101Policy(ResourceNode):
         if goal is not None:
             self.command_pub.publish(joint_state(self, goal))
 
+    def missing_inputs(self) -> list[str]:
+        """The topics this node has not yet heard from that a chunk needs, with how many publishers each has."""
+        topics = ["joint_states"] if self.positions is None else []
+        topics += [f"{c}/image_raw" for c in self.checkpoint.cameras if c not in self.images]
+        topics += ["task"] if not self.prompt else []
+        topics += [f"scene_graph/{self.view}"] if self.mode.uses_graph and self.graph is None else []
+        publishers = {s.topic_name.lstrip("/"): s.get_publisher_count() for s in self.subscriptions}
+        return [f"{t} ({publishers.get(t, 0)} publisher(s))" for t in topics]
+
     def report(self) -> None:
+        missing = self.missing_inputs()
+        if missing:  # no chunk can be computed: say what it waits for, not just "0 chunks"
+            self.get_logger().warning(f"step {self.step}: waiting for {', '.join(missing)}")
         if self.actor is None:
             return
         stats = self.actor.stats
