@@ -60,13 +60,16 @@ class SO101Policy(ResourceNode):
         self.positions = None
         self.images: dict = {}
         self.step = 0
-        self.create_subscription(JointState, "joint_states", self.on_joints, QOS["sensor"])
+        # by topic name as given (relative: a launch namespace applies), for the report of what has not come
+        self.inputs = {"joint_states": self.create_subscription(JointState, "joint_states", self.on_joints,
+                                                                QOS["sensor"])}
         for camera in self.checkpoint.cameras:
-            self.create_subscription(Image, f"{camera}/image_raw", lambda m, c=camera: self.images.__setitem__(c, m),
-                                     QOS["sensor"])
-        self.create_subscription(String, "task", self.on_task, QOS["latched"])
+            self.inputs[f"{camera}/image_raw"] = self.create_subscription(
+                Image, f"{camera}/image_raw", lambda m, c=camera: self.images.__setitem__(c, m), QOS["sensor"])
+        self.inputs["task"] = self.create_subscription(String, "task", self.on_task, QOS["latched"])
         if self.mode.uses_graph:
-            self.create_subscription(SceneGraph, f"scene_graph/{self.view}", self.on_graph, QOS["reliable"])
+            self.inputs[f"scene_graph/{self.view}"] = self.create_subscription(
+                SceneGraph, f"scene_graph/{self.view}", self.on_graph, QOS["reliable"])
         self.command_pub = self.create_publisher(JointState, "joint_commands", QOS["commands"])
         self.create_timer(1.0 / rate_hz, self.tick)
         self.create_timer(5.0, self.report)
@@ -117,8 +120,7 @@ class SO101Policy(ResourceNode):
         topics += [f"{c}/image_raw" for c in self.checkpoint.cameras if c not in self.images]
         topics += ["task"] if not self.prompt else []
         topics += [f"scene_graph/{self.view}"] if self.mode.uses_graph and self.graph is None else []
-        publishers = {s.topic_name.lstrip("/"): s.get_publisher_count() for s in self.subscriptions}
-        return [f"{t} ({publishers.get(t, 0)} publisher(s))" for t in topics]
+        return [f"{t} ({self.inputs[t].get_publisher_count()} publisher(s))" for t in topics]
 
     def report(self) -> None:
         missing = self.missing_inputs()

@@ -244,8 +244,8 @@ def test_tiny_act_drives_the_twin_over_topics_while_inference_takes_three_period
 @pytest.mark.ros
 def test_a_policy_without_inputs_says_what_it_waits_for(tiny_act, ros_env):
     """Alone on its domain the node computes nothing, and its report names each topic it has not heard from and
-    how many publishers that topic has, instead of only "0 chunks"."""
-    node = subprocess.Popen([sys.executable, "-m", "sgvla_ros.so101_policy", "--ros-args", "-p",
+    how many publishers that topic has, instead of only "0 chunks" (by the names it was given, in a namespace too)."""
+    node = subprocess.Popen([sys.executable, "-m", "sgvla_ros.so101_policy", "--ros-args", "-r", "__ns:=/rig", "-p",
                              f"policy_path:={tiny_act}", "-p", "mode:=scene_graph"], env=ros_env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
