@@ -234,10 +234,11 @@ def test_tiny_act_drives_the_twin_over_topics_while_inference_takes_three_period
     # follows them through the arm's safety layer.
     goals, states = np.array(seen["goals"]), np.array(seen["states"])
     assert len({tuple(np.round(g, 4)) for g in goals}) >= 3
-    # The twin publishes joint states at 30 Hz: the watcher hears them all along (a stress run once saw none in
-    # the 8 s: the counts and both nodes' logs say where they stopped).
+    # The twin publishes joint states at 30 Hz (best effort): the watcher hears them all along. Under twice the
+    # stress check's load it heard 52 to 242 in the 8 s; a stress run once heard none (the counts and both nodes'
+    # logs say where they stopped).
     heard = {k: seen[k] for k in ("states_before", "publishers")} | {"states_during": len(states) - 1}
-    assert len(states) > 4 * RATE_HZ, (heard, logs[0][-3000:], logs[1][-3000:])
+    assert len(states) > RATE_HZ, (heard, logs[0][-3000:], logs[1][-3000:])
     assert np.ptp(states[:, :5], axis=0).max() > 0.05, (heard, logs[0][-3000:])
 
 
