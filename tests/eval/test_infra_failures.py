@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
@@ -18,6 +17,8 @@ from sgvla.core.config import load_config, parse_override
 from sgvla.eval.config import EvalConfig
 from sgvla.core.episode import EpisodeKey
 from sgvla.eval.runner import plan
+
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.sim
 ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
@@ -44,13 +45,6 @@ def recorded(out) -> list[EpisodeKey]:
     return [EpisodeKey.of(json.loads(line)) for line in (out / "episodes.jsonl").read_text().splitlines()]
 
 
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def workers_of(main: psutil.Process) -> list[psutil.Process]:
     return [c for c in main.children() if "multiprocessing.spawn" in " ".join(c.cmdline())]
 
@@ -69,12 +63,12 @@ def test_killing_the_main_process_ends_its_workers_and_a_rerun_resumes(tmp_path,
     main = psutil.Process(proc.pid)
     try:
         episodes = out / "episodes.jsonl"
-        wait_for(lambda: episodes.exists() and episodes.read_text().count("\n") >= 1, 120, "the first record")
+        wait_until(lambda: episodes.exists() and episodes.read_text().count("\n") >= 1, 120, "the first record")
         workers = workers_of(main)
         assert len(workers) == 2
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        wait_for(lambda: all(gone(w) for w in workers), 5, f"workers {[w.pid for w in workers]} to end")
+        wait_until(lambda: all(gone(w) for w in workers), 5, f"workers {[w.pid for w in workers]} to end")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -90,7 +84,7 @@ def test_a_lost_worker_is_an_infra_failure_and_the_run_goes_on(tmp_path, capsys)
                             start_new_session=True)
     try:
         main = psutil.Process(proc.pid)
-        wait_for(lambda: len(workers_of(main)) == 2, 60, "two workers")  # both have an episode, none finished
+        wait_until(lambda: len(workers_of(main)) == 2, 60, "two workers")  # both have an episode, none finished
         workers_of(main)[0].kill()
         said, _ = proc.communicate(timeout=300)
     finally:

@@ -12,6 +12,8 @@ import yaml
 
 from sgvla.so101.hardware.sim_bus import STEPS_PER_DEGREE as DEG
 
+from ..waiting import wait_until
+
 pytestmark = pytest.mark.ros
 
 QOS = """
@@ -77,12 +79,8 @@ def start(cmd, env, log: Path | None = None) -> subprocess.Popen:
 
 
 def wait_for_line(log: Path, text: str, timeout_s: float) -> str:
-    """The log's text once it holds ``text`` (AssertionError with the log after ``timeout_s``)."""
-    deadline = time.monotonic() + timeout_s
-    while text not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert text in log.read_text(), log.read_text()
-    return log.read_text()
+    """The log's text once it holds ``text``."""
+    return wait_until(lambda: text in (seen := log.read_text()) and seen, timeout_s, repr(text), logs=[log])
 
 
 def stop(proc: subprocess.Popen) -> str:

@@ -223,11 +223,10 @@ def test_a_start_waits_for_a_reconnecting_camera(tmp_path, follower, leader):
     recorder = TeleopRecorder(follower, leader, [camera], s, TASK, 30, Scripted({2: START}), num_episodes=1,
                               episode_time_s=60)
 
+    from ..waiting import wait_until  # here, not above: KILLED_WRITER imports this file as a top-level module
+
     def wait(condition, what):
-        deadline = time.monotonic() + 20
-        while not condition():
-            assert time.monotonic() < deadline, what
-            time.sleep(0.01)
+        wait_until(condition, 20, what, period_s=0.01)
     try:
         recorder.tick()
         camera.source.unplug(0.5)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from .test_nodes import node, rig_config
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -20,10 +21,8 @@ def test_repeated_stop_signals_never_cut_torque_off_short(tmp_path, rig, ros_env
     arm = subprocess.Popen(node("so101_arm", config=rig_config(tmp_path, rig)), env=ros_env, stdout=out.open("w"),
                            stderr=err.open("w"))
     try:
-        deadline = time.monotonic() + 60
-        while "active: torque on" not in err.read_text():  # "follower on" comes first, with torque still off
-            assert arm.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-            time.sleep(0.1)
+        # "follower on" comes first, with torque still off
+        wait_until(lambda: "active: torque on" in err.read_text(), 60, "torque on", logs=[err], procs=[arm])
         assert all(rig.follower.register(i, "Torque_Enable") == 1 for i in range(1, 7))
         time.sleep(0.5)  # spinning: control ticks read and write the bus
         # The first signal starts the shutdown; the others (every 2 ms until the node is gone) land in callbacks,
@@ -55,11 +54,9 @@ def test_single_process_hardware_launch_turns_torque_off_on_ctrl_c(tmp_path, rig
                                "--domain-id", str(ros_domain_id)],
                               env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while not all(s in log.read_text() for s in ("active: torque on", "leader on", "camera agentview",
-                                                           "camera wrist")):
-            assert launch.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
+        wait_until(lambda: all(s in log.read_text() for s in ("active: torque on", "leader on", "camera agentview",
+                                                              "camera wrist")), 90, "the rig", logs=[log],
+                   procs=[launch])
         assert all(rig.follower.register(i, "Torque_Enable") == 1 for i in range(1, 7))
         time.sleep(1.0)  # teleoperating
         for _ in range(2):  # Ctrl-C pressed twice in the launch's terminal

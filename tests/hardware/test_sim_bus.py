@@ -22,6 +22,8 @@ from sgvla.so101.hardware.port import make_load_tolerant
 from sgvla.so101.hardware.servo_server import PING, READ, checksum, instruction_packet, status_packet
 from sgvla.so101.hardware.sim_bus import BusClosed, HeldPose, SimFeetechBus, sim_calibration
 
+from ..waiting import wait_until
+
 
 @pytest.fixture
 def sim():
@@ -76,9 +78,7 @@ def test_the_server_says_how_it_kept_up_and_counts_replies_it_had_no_room_for(si
     port = serial.Serial(sim.port, 1_000_000, timeout=0)
     try:
         port.write(instruction_packet(3, READ, bytes([56, 2])) * 20000)  # Present_Position, 8-byte replies
-        deadline = time.monotonic() + 60
-        while sim.packets < 20000 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: sim.packets >= 20000, 60, lambda: f"20000 packets handled, {sim.packets} so far")
         health = sim.health()
     finally:
         port.close()
@@ -273,20 +273,11 @@ def test_the_server_dies_with_its_parent():
         parent.send_signal(signal.SIGKILL)  # no cleanup of any kind runs in the parent
         parent.wait()
         parent.stdout.close()
-    deadline = time.monotonic() + 5
-    while process_state(int(pid)) not in (None, "Z") and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert process_state(int(pid)) in (None, "Z") and not os.path.exists(port)
+    wait_until(lambda: process_state(int(pid)) in (None, "Z") and not os.path.exists(port), 5,
+               lambda: f"the bus process {pid} to end (state {process_state(int(pid))}) and {port} to go")
 
 
 # -- the twin's bus --------------------------------------------------------------------------------
-
-def wait_for(condition, timeout_s: float = 5.0, period_s: float = 0.02):
-    deadline = time.monotonic() + timeout_s
-    while not (value := condition()) and time.monotonic() < deadline:
-        time.sleep(period_s)
-    return value
-
 
 @pytest.mark.sim
 def test_the_twin_bus_round_trips_positions_and_goals_through_shared_memory():
@@ -308,19 +299,20 @@ def test_the_twin_bus_round_trips_positions_and_goals_through_shared_memory():
                 goal = {**present, "shoulder_pan": present["shoulder_pan"] + 20.0, "gripper": 60.0}
                 bus.sync_write("Goal_Position", goal)
                 want = radians_of(goal)
-                assert wait_for(lambda: all(abs(twin.joint_targets()[j] - want[j]) < 0.002 for j in JOINTS)), (
-                    twin.joint_targets(), want)
+                wait_until(lambda: all(abs(twin.joint_targets()[j] - want[j]) < 0.002 for j in JOINTS), 5,
+                           lambda: f"the twin's targets {twin.joint_targets()} to be {want}")
                 speeds = []
 
                 def arrived():
                     speeds.append(bus.read("Present_Velocity", "shoulder_pan", normalize=False))
                     return abs(bus.read("Present_Position", "shoulder_pan") - goal["shoulder_pan"]) < 1.0
-                assert wait_for(arrived, timeout_s=10), bus.sync_read("Present_Position")
+                wait_until(arrived, 10, lambda: f"shoulder_pan at {goal['shoulder_pan']}: {bus.sync_read('Present_Position')}")
                 assert max(speeds) > 0  # it moved up, and the servo's velocity said so
                 # Torque off: the twin holds where it is.
                 bus.disable_torque()
                 held = twin.joint_positions()
-                assert wait_for(lambda: all(abs(twin.joint_targets()[j] - held[j]) < 0.01 for j in JOINTS[:5]))
+                wait_until(lambda: all(abs(twin.joint_targets()[j] - held[j]) < 0.01 for j in JOINTS[:5]), 5,
+                           lambda: f"the twin's targets {twin.joint_targets()} to hold {held}")
             finally:
                 clock.close()
                 bus.disconnect(disable_torque=False)

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -17,6 +16,8 @@ import yaml
 from sgvla.core.ros_env import loopback_env
 from sgvla.launch.ros_domain import DomainLease, domain_users, lease_free_domain
 from sgvla.paths import REPO_ROOT
+
+from ..waiting import wait_until
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -51,10 +52,8 @@ def test_a_second_launch_on_a_busy_domain_refuses_and_the_first_runs_on(tmp_path
     first = subprocess.Popen(launch, env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                              start_new_session=True)
     try:
-        deadline = time.monotonic() + 180
-        while "twin task" not in log.read_text():  # the twin node is up (its first log line)
-            assert first.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_until(lambda: "twin task" in log.read_text(), 180, "the twin node's first line", logs=[log],
+                   procs=[first])
         twin_pid = re.search(r"so101_twin \[(\d+)\]", log.read_text())[1]
 
         second = subprocess.run(launch, env=ros_env, capture_output=True, text=True, timeout=120)

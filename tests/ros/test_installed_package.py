@@ -4,12 +4,13 @@ prefix, finds its parameter file, config and calibration through the package's s
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 
 from sgvla.paths import REPO_ROOT
+
+from ..waiting import read_until
 
 pytestmark = pytest.mark.ros
 
@@ -65,13 +66,7 @@ def test_a_node_started_outside_the_source_tree_uses_the_installed_files(prefix,
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=installed_env(prefix, ros_env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        lines = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any("48x36" in line for line in lines):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
+        lines = read_until(proc, "48x36", 60)
         assert any("camera agentview (synthetic" in line and "48x36" in line for line in lines), "".join(lines)
         assert not any("no calibration file" in line for line in lines), "".join(lines)
     finally:

@@ -12,6 +12,8 @@ import yaml
 
 from sgvla.paths import REPO_ROOT
 
+from ..waiting import read_until
+
 pytestmark = pytest.mark.ros
 
 FATAL = re.compile(r"^\[FATAL\] \[[\d.]+\] \[(?P<node>[^\]]+)\]: cannot start: (?P<error>.*)$", re.M)
@@ -116,13 +118,9 @@ def test_a_node_that_crashes_in_native_code_says_where(ros_env):
     """faulthandler (enabled by every node's runtime): a segmentation fault prints the Python stack of each thread,
     so a node that dies in a driver, DDS or a renderer leaves more than its exit code (-11) in the launcher's log."""
     import signal
-    import time
 
     proc = start("scene_graph_node", ros_env)
-    lines: list[str] = []
-    deadline = time.monotonic() + 120
-    while not any("ready" in line for line in lines) and time.monotonic() < deadline and proc.poll() is None:
-        lines.append(proc.stdout.readline())
+    lines = read_until(proc, "ready", 120)
     proc.send_signal(signal.SIGSEGV)  # as a crash in native code raises it
     code, out = proc.wait(timeout=60), "".join(lines) + proc.communicate()[0]
     assert code == -signal.SIGSEGV, out[-3000:]

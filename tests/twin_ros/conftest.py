@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +18,8 @@ import yaml
 from sgvla.so101.hardware.calibration import write_arm_calibration
 from sgvla.so101.hardware.sim_bus import sim_calibration
 from sgvla.paths import REPO_ROOT
+
+from ..waiting import wait_until
 
 
 @pytest.fixture
@@ -39,14 +40,11 @@ def sim_buses(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "sgvla.cli", "sim-bus", "--calibration-dir",
                                  str(tmp_path / "bus")], stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            ports = {line.split(":")[0]: line.split()[-1] for line in log.read_text().splitlines()
+        def both_ports() -> dict[str, str]:
+            found = {line.split(":")[0]: line.split()[-1] for line in log.read_text().splitlines()
                      if line.startswith(("follower port:", "leader port:"))}
-            if len(ports) == 2:
-                break
-            assert proc.poll() is None and time.monotonic() < deadline, f"sgvla sim-bus: no ports\n{log.read_text()}"
-            time.sleep(0.05)
+            return found if len(found) == 2 else {}
+        ports = wait_until(both_ports, 120, "sgvla sim-bus's two ports", logs=[log], procs=[proc])
         yield SimpleNamespace(follower=ports["follower port"], leader=ports["leader port"])
     finally:
         proc.send_signal(signal.SIGINT)

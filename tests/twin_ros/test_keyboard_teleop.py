@@ -15,6 +15,7 @@ import time
 import pytest
 
 from .conftest import rig_file
+from ..waiting import wait_until
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -30,14 +31,6 @@ node.create_subscription(JointState, "joint_states", keep, QOS["sensor"])
 rclpy.spin(node)
 """
 STEP = 3.0  # degrees per key press
-
-
-def wait_for(predicate, timeout_s: float, what: str, logs) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}\n" + "\n".join(
-            f"--- {p.name}\n{p.read_text()[-2000:]}" for p in logs)
-        time.sleep(0.1)
 
 
 def test_keys_drive_the_twin(tmp_path, ros_env):
@@ -68,20 +61,20 @@ def test_keys_drive_the_twin(tmp_path, ros_env):
         def others(start: dict, joint: str) -> dict:
             return {j: round(v - start[j], 1) for j, v in joints().items() if j != joint}
 
-        wait_for(lambda: "keys move it now" in logs["keyboard"].read_text() and joints(), 120, "the twin",
-                 logs.values())
+        wait_until(lambda: "keys move it now" in logs["keyboard"].read_text() and joints(), 120, "the twin",
+                   logs=logs.values())
         start = joints()
         for key, joint, sign in (("d", "elbow_flex", -1), ("q", "shoulder_pan", +1)):
             before = joints()
             for _ in range(5):
                 os.write(master, key.encode())
                 time.sleep(0.05)
-            wait_for(moved_by(before, joint, sign * 5 * STEP), 10, f"{joint} to move {sign * 5 * STEP}",
-                     logs.values())
+            wait_until(moved_by(before, joint, sign * 5 * STEP), 10, f"{joint} to move {sign * 5 * STEP}",
+                       logs=logs.values())
             time.sleep(0.5)  # the others hold still meanwhile
             assert all(abs(d) < 2.0 for d in others(before, joint).values()), (joint, others(before, joint))
         os.write(master, b"x")  # home: back where the arm was when the first key was pressed
-        wait_for(lambda: all(abs(v - start[j]) < 2.0 for j, v in joints().items()), 10, "home", logs.values())
+        wait_until(lambda: all(abs(v - start[j]) < 2.0 for j, v in joints().items()), 10, "home", logs=logs.values())
 
         for name in ("keyboard", "twin"):
             procs[name].send_signal(signal.SIGINT)

@@ -15,7 +15,6 @@ import pty
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -29,6 +28,7 @@ from sgvla.eval.runner import plan
 from sgvla.so101.hardware.rollouts import rollout_index
 
 from .conftest import rig_file
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -88,17 +88,6 @@ SCRIPT = [  # the plan's four episodes, in order: one invalid and redone, one ki
 ]
 
 
-def wait_for(predicate, timeout_s: float, what: str, logs, procs) -> None:
-    """Until `predicate()`; fails after `timeout_s`, or at once when one of `procs` ended, quoting the logs."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        ended = [p.args[1:3] for p in procs if p.poll() is not None]
-        assert time.monotonic() < deadline and not ended, f"waiting for {what}: " + (
-            f"ended: {ended}" if ended else "timed out") + "\n" + "\n".join(
-            f"--- {p.name}\n{p.read_text()[-3000:]}" for p in logs if p.exists())
-        time.sleep(0.05)
-
-
 def test_operator_protocol_over_topics_killed_and_resumed(tmp_path, calibration_dir, sim_buses, ros_env,
                                                           ros_domain_id):
     arm = {"id": "so101_follower", "calibration_dir": str(calibration_dir)}
@@ -127,8 +116,8 @@ def test_operator_protocol_over_topics_killed_and_resumed(tmp_path, calibration_
         first = subprocess.Popen(command, env=ros_env, stdin=terminal, stdout=logs["launch1"].open("w"),
                                  stderr=subprocess.STDOUT, start_new_session=True)  # its own process group: the test kills all of it at once
         try:
-            wait_for(lambda: "WITHHELD" in logs["operator"].read_text(), 150, "the fourth scene's verdict request",
-                     logs.values(), (operator, first))
+            wait_until(lambda: "WITHHELD" in logs["operator"].read_text(), 150, "the fourth scene's verdict request",
+                       logs=logs.values(), procs=(operator, first))
         finally:
             os.killpg(first.pid, signal.SIGKILL)  # every node of the launch, mid-episode
             first.wait(timeout=30)

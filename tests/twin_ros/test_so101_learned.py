@@ -21,6 +21,7 @@ from .conftest import DEMO_WIDTH as WIDTH
 from .conftest import LEARNED_ENV as ENV
 from .conftest import RATE_HZ, rig_file
 from .conftest import sgvla_cli as sgvla
+from ..waiting import read_until
 
 pytestmark = pytest.mark.sim
 
@@ -249,14 +250,8 @@ def test_a_policy_without_inputs_says_what_it_waits_for(tiny_act, ros_env):
     node = subprocess.Popen([sys.executable, "-m", "sgvla_ros.so101_policy", "--ros-args", "-r", "__ns:=/rig", "-p",
                              f"policy_path:={tiny_act}", "-p", "mode:=scene_graph"], env=ros_env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("waiting for" in line for line in lines):
-            line = node.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
+        lines = read_until(node, "waiting for", 120)
     finally:
         node.terminate()
         lines.append(node.communicate(timeout=60)[0])

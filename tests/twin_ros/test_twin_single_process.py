@@ -7,11 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from .conftest import rig_file
+from ..waiting import wait_until
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -43,10 +43,7 @@ def test_single_process_twin_launch_runs_and_stops_on_ctrl_c(tmp_path, calibrati
                               env=ros_env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         # The watcher joins the domain once the launch has checked that nothing else is on it (--domain-id).
-        deadline = time.monotonic() + 60
-        while "nodes in one process" not in log.read_text():
-            assert launch.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
+        wait_until(lambda: "nodes in one process" in log.read_text(), 60, "the launch", logs=[log], procs=[launch])
         watched = subprocess.run([sys.executable, "-c", WATCH], env=ros_env, capture_output=True, text=True,
                                  timeout=180)
         os.killpg(launch.pid, signal.SIGINT)  # Ctrl-C in the launch's terminal

@@ -10,6 +10,8 @@ from sgvla.vlm.client import Completion, SceneGraphVLM
 from sgvla.vlm.live import LatestFrameWorker
 from sgvla.vlm.prompts import load_prompt
 
+from ..waiting import wait_until
+
 
 class SlowBackend:
     model_id = "slow"
@@ -36,13 +38,6 @@ def worker(backend, rate_hz):
     return LatestFrameWorker(SceneGraphVLM(backend, load_prompt(), load_ontology("libero_spatial")), rate_hz)
 
 
-def wait_for(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_latest_frame_wins_without_blocking():
     backend = SlowBackend(delay=0.3)
     image = np.zeros((8, 8, 3), np.uint8)
@@ -52,8 +47,8 @@ def test_latest_frame_wins_without_blocking():
         for i in range(20):
             w.submit(image, f"step {i}", "agentview")
         assert time.monotonic() - start < 0.1  # submitting never waits for the VLM
-        wait_for(lambda: backend.seen and backend.seen[-1] == "step 19")
-        wait_for(lambda: w.latest() is not None and w.queried == len(backend.seen))
+        wait_until(lambda: backend.seen and backend.seen[-1] == "step 19", 5, "the last frame's query")
+        wait_until(lambda: w.latest() is not None and w.queried == len(backend.seen), 5, "its answer")
     assert len(backend.seen) <= 3 and w.dropped >= 17
     live = w.latest()
     assert list(live.answer.graph) == [("plate_1", "is_left_of", "cookies_1")] and live.age_s >= 0
@@ -65,7 +60,7 @@ def test_rate_limit_and_survives_failures():
     with worker(backend, rate_hz=5) as w:
         for i in range(4):
             w.submit(image, f"step {i}", "agentview")
-            wait_for(lambda: len(backend.starts) == i + 1)
+            wait_until(lambda: len(backend.starts) == i + 1, 5, f"query {i + 1}")
         assert w.failure == "RuntimeError: device lost" and w.latest() is not None
     gaps = np.diff(backend.starts)
     assert (gaps >= 0.19).all(), gaps
