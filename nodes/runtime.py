@@ -28,6 +28,8 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from sgvla_ros.dds_log import apply_dds_log_level
+
 POLL_S = 0.1  # longest wait between a stop signal and the end of spinning
 
 
@@ -87,8 +89,13 @@ def forward_library_log() -> None:
 def init(args=None) -> StopSignals:
     """`rclpy.init` without rclpy's signal handlers; stop signals are caught before any node exists; the library's
     log goes through rcl. A crash in native code (a segmentation fault in a driver, DDS or a renderer) prints every
-    thread's Python stack to stderr (faulthandler), so the launcher's log says where a node died."""
+    thread's Python stack to stderr (faulthandler), so the launcher's log says where a node died. Fast DDS's own
+    warnings where the environment asks for them (dds_log); a bad value ends the process with its message."""
     faulthandler.enable()
+    try:
+        apply_dds_log_level()
+    except (ValueError, RuntimeError) as e:
+        raise SystemExit(f"cannot start: {e}") from None
     stop = StopSignals()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     forward_library_log()
