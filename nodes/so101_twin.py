@@ -69,7 +69,7 @@ class SO101TwinNode(ResourceNode):
             self.cameras[n] = self.own(Camera(by_name[n], TwinSource(by_name[n], self.twin)).start(30.0))
         self.published = dict.fromkeys(self.cameras, 0)
         self.max_catch_up_s, self.last = param("max_catch_up_s"), time.monotonic()
-        self.counts, self.simulated = dict.fromkeys(["joint_states", *self.cameras], 0), 0.0
+        self.counts, self.simulated = dict.fromkeys(["joint_states", *self.cameras, "joint_commands"], 0), 0.0
         self.joint_pub = self.create_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(JointState, "joint_commands", self.on_command, QOS["commands"])
         self.create_subscription(Int64, "twin/reset", self.on_reset, QOS["reliable"])
@@ -92,6 +92,7 @@ class SO101TwinNode(ResourceNode):
                                f"{rig.control_rate_hz:g} Hz, cameras {list(self.cameras)}")
 
     def on_command(self, msg: JointState):
+        self.counts["joint_commands"] += 1
         try:
             self.arm.command(from_radians(msg.name, msg.position))
         except (ValueError, UnsafeCommand) as e:  # refused whole; the previous target stands

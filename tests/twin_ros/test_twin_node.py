@@ -10,19 +10,22 @@ import sys
 import pytest
 
 from sgvla.launch.plan import HARDWARE_TOPICS
+from sgvla_ros.dds_log import ENV as DDS_LOG
 
 from .conftest import rig_file, twin_cameras
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
 OBSERVE = """
-import json, math, time, rclpy
+import json, math, sys, time, rclpy
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Int64, String
 from sgvla_interfaces.msg import SceneGraph
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sgvla_ros.graph_io import stamp_key
 from sgvla_ros.qos import QOS
+from sgvla_ros.dds_log import apply_dds_log_level
+apply_dds_log_level()
 rclpy.init()
 node = rclpy.create_node("observer")
 seen = {}
@@ -44,7 +47,18 @@ def spin(seconds, command=None):
         if command:
             pub.publish(JointState(name=[command[0]], position=[command[1]]))
         rclpy.spin_once(node, timeout_sec=1 / 30)
+stamp_s = lambda m: stamp_key(m.header.stamp) * 1e-9
+behind = []  # per reading: how far the newest state heard was behind the time asked for, before and after (s)
+# The joints the twin published after this call, not the newest heard: the observer takes one message per spin and
+# may run behind. A stress run once read the pan at rest three times after it was commanded away; `behind` then
+# says whether states stopped coming (still behind after 10 s), `listeners` whether the command path was matched.
 def joints():
+    asked = node.get_clock().now().nanoseconds * 1e-9
+    age = lambda: round(asked - stamp_s(seen["joint_states"][-1][1]), 3)
+    before, deadline = age(), time.monotonic() + 10
+    while age() > 0 and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    behind.append([before, age()])
     return dict(zip(seen["joint_states"][-1][1].name, seen["joint_states"][-1][1].position))
 deadline = time.monotonic() + 200
 while len(seen) < len(topics) and time.monotonic() < deadline:
@@ -52,15 +66,16 @@ while len(seen) < len(topics) and time.monotonic() < deadline:
 spin(0.5)
 # Rates of publishing: messages stamped in the window (the node's clock), or for the unstamped task, arrived in it.
 stamped = lambda m: hasattr(m, "header")
-when = lambda s, m: stamp_key(m.header.stamp) * 1e-9 if stamped(m) else s
+when = lambda s, m: stamp_s(m) if stamped(m) else s
 start, start_s = time.time(), time.monotonic()
 spin(2.5, ("elbow_flex", 3.0))  # far beyond the URDF limit and the rig's 30 degrees
-elbow = joints()["elbow_flex"]
 end, end_s = time.time(), time.monotonic()
+elbow = joints()["elbow_flex"]
 spin(0.5)
 pub.publish(JointState(name=["elbow"], position=[0.0]))  # no joint of the arm: refused whole
 spin(0.5)
 pan0 = joints()["shoulder_pan"]
+listeners = pub.get_subscription_count()  # the twin's command subscription, matched (1) or not (0)
 spin(0.25, ("shoulder_pan", 1.9))  # 109 degrees away, at most 8 degrees ahead per tick, then commands stop
 spin(1.0)
 pan1 = joints()["shoulder_pan"]
@@ -87,17 +102,20 @@ def rate(topic):
     since, until = (start, end) if msgs and stamped(msgs[0][1]) else (start_s, end_s)
     return sum(since <= when(s, m) < until for s, m in msgs) / (until - since)
 rates = {t: rate(t) for t, _, _ in topics}
-print(json.dumps({
-    "names": list(last["joint_states"].name), "rates": rates, "elbow": elbow, "pan": [pan0, pan1, pan2],
-    "after_reset": after_reset,
-    "image": [image.width, image.height, image.encoding, image.step, image.header.frame_id],
-    "depth": [depth.encoding, depth.step, depth.header.frame_id, depth.header.stamp == image.header.stamp or None,
-              sorted(mm)[len(mm) // 2]],
-    "k": list(info.k), "info": [info.width, info.height, info.header.frame_id],
-    "depth_info": list(last["agentview/depth/camera_info"].k) == list(info.k),
-    "graph": [graph.camera, graph.source, list(graph.objects),
-              [(t.subject, t.relation, t.object) for t in graph.triplets], graph.header.frame_id],
-    "task": last["task"].data, "endpoints": endpoints}))
+# What it saw, to a file of its own: its stdout also carries Fast DDS's warnings.
+with open(sys.argv[1], "w") as f:
+    json.dump({
+        "names": list(last["joint_states"].name), "rates": rates, "elbow": elbow, "pan": [pan0, pan1, pan2],
+        "behind": behind, "listeners": listeners,
+        "after_reset": after_reset,
+        "image": [image.width, image.height, image.encoding, image.step, image.header.frame_id],
+        "depth": [depth.encoding, depth.step, depth.header.frame_id, depth.header.stamp == image.header.stamp or None,
+                  sorted(mm)[len(mm) // 2]],
+        "k": list(info.k), "info": [info.width, info.height, info.header.frame_id],
+        "depth_info": list(last["agentview/depth/camera_info"].k) == list(info.k),
+        "graph": [graph.camera, graph.source, list(graph.objects),
+                  [(t.subject, t.relation, t.object) for t in graph.triplets], graph.header.frame_id],
+        "task": last["task"].data, "endpoints": endpoints}, f)
 """
 
 
@@ -105,19 +123,20 @@ def test_twin_node_speaks_the_hardware_topics_with_the_arms_safety(tmp_path, ros
     cameras = twin_cameras((128, 96), 30, wrist_size=(96, 64))
     rig = rig_file(tmp_path, "twin", cameras=cameras, safety={
         "max_step": 8.0, "command_timeout_s": 0.3, "joint_limits": {"elbow_flex": [-30.0, 30.0]}})
-    env = {**ros_env, "MUJOCO_GL": "egl"}
+    # Fast DDS's warnings in both logs: a path that stops (see `behind` in OBSERVE) says why, if it knows.
+    env = {**ros_env, "MUJOCO_GL": "egl", DDS_LOG: "warning"}
     twin = subprocess.Popen([sys.executable, "-m", "sgvla_ros.so101_twin", "--ros-args", "-p", f"config:={rig}",
                              "-p", "task_id:=2", "-p", "seed:=1"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        watched = subprocess.run([sys.executable, "-c", OBSERVE], env=env, capture_output=True, text=True,
-                                 timeout=300)
+        watched = subprocess.run([sys.executable, "-c", OBSERVE, str(tmp_path / "seen.json")], env=env,
+                                 capture_output=True, text=True, timeout=300)
     finally:
         twin.terminate()
         log = twin.communicate(timeout=60)[0]
     assert watched.returncode == 0, watched.stderr[-3000:] + log[-3000:]
-    seen = json.loads(watched.stdout)
-    print(json.dumps(seen["rates"]))
+    seen, observer_log = json.loads((tmp_path / "seen.json").read_text()), watched.stdout
+    print(json.dumps({"rates": seen["rates"], "behind": seen["behind"]}))
     assert seen["names"] == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
     assert seen["rates"]["joint_states"] > 20  # the rig's 30 Hz, on a loaded 2-core machine
     assert seen["rates"]["agentview/image_raw"] > 0.5 and seen["rates"]["scene_graph/agentview"] > 2
@@ -137,7 +156,8 @@ def test_twin_node_speaks_the_hardware_topics_with_the_arms_safety(tmp_path, ros
     pan0, pan1, pan2 = (math.degrees(p) for p in seen["pan"])
     # 0.25 s of commands (+ the 0.3 s watchdog) at <= 8 degrees ahead per 30 Hz tick: short of the 109 degrees
     # asked for; then the arm holds where it is.
-    assert 5.0 < pan1 - pan0 < 100.0 and abs(pan2 - pan1) < 1.0, seen["pan"]
+    assert 5.0 < pan1 - pan0 < 100.0 and abs(pan2 - pan1) < 1.0, (seen["pan"], seen["behind"], seen["listeners"],
+                                                                observer_log[-2000:], log[-3000:])
     assert "command refused" in log and "unknown: ['elbow']" in log, log[-3000:]
     # twin/reset: the arm is back at its rest pose (config/twin/so101_tabletop.yaml: pan 0) and holds there.
     assert abs(math.degrees(seen["after_reset"]["shoulder_pan"])) < 2.0 and "scene reset with seed 5" in log
