@@ -1,8 +1,9 @@
 """fiducial_graphs: object poses from the rig cameras' fiducial markers, and reference scene graphs from them.
 
 Subscribes to each camera's ``<camera>/image_raw`` and ``<camera>/camera_info`` (the stream's intrinsics), its
-``<camera>/depth/image_raw`` where the rig camera has depth (16UC1 millimetres, aligned to color; used when its
-stamp is the color image's), ``joint_states`` (radians: the wrist camera's pose by forward kinematics, the gripper's
+``<camera>/depth/image_raw`` where the rig camera has depth (16UC1 millimetres, aligned to color: the one with the
+color image's stamp; a color image waits up to ``depth_wait_s`` for it, since a pose from color alone can be
+centimetres off, then goes without), ``joint_states`` (radians: the wrist camera's pose by forward kinematics, the gripper's
 state for carried objects) and ``task`` (the prompt: the relation rules of drawer tasks). At ``rate_hz`` the newest
 frame of each camera goes through the perception library (`sgvla.so101.perception.live`: detection, PnP, depth,
 fusion, tracking) and it publishes ``perception/objects`` (ObjectStates in ``base_link``: each tracked object's pose,
@@ -33,6 +34,7 @@ from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 
 FRAME = "base_link"
+DEPTH_KEPT = 5  # newest depth images per camera, by stamp: a color image finds its own if the next depth came first
 # The gripper counts as closed below the middle of the scripted grasp's open and closed angles (radians).
 CLOSED_BELOW = PickPlaceParams().closed_below
 
@@ -52,6 +54,8 @@ class FiducialGraphs(ResourceNode):
         self.declare_parameter("markers", "config/perception/so101_markers.yaml")  # marker layout
         self.declare_parameter("rate_hz", 10.0)  # perception updates per second (newest frame of each camera)
         self.declare_parameter("use_depth", True)  # refine with aligned depth where the camera has it
+        # longest a color image of a depth camera waits for its depth image (published just after it)
+        self.declare_parameter("depth_wait_s", 0.5)
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         rig = load_hardware_config(param("config"))
         by_name = {c.name: c for c in rig.cameras}
@@ -62,7 +66,9 @@ class FiducialGraphs(ResourceNode):
         extrinsics = {n: load_camera_calibration(self.extrinsic_file(by_name[n])) for n in param("cameras")}
         self.live = LivePerception(load_marker_config(resolve_data_path(param("markers"))), extrinsics, CLOSED_BELOW)
         self.images: dict[str, Image] = {}
-        self.depths: dict[str, Image] = {}
+        self.depths: dict[str, dict[tuple[int, int], Image]] = {}  # per depth camera, by stamp
+        self.waiting_since: dict[str, float] = {}  # per camera: since when its newest color image waits for depth
+        self.depth_wait_s = positive_parameter(self, "depth_wait_s")
         self.done: dict[str, tuple[int, int]] = {}  # stamp of the last image perceived, per camera
         self.joints: dict[str, float] | None = None
         self.task = ""
@@ -75,8 +81,9 @@ class FiducialGraphs(ResourceNode):
             self.create_subscription(CameraInfo, f"{name}/camera_info", lambda m, n=name: self.on_info(n, m),
                                      QOS["sensor"])
             if use_depth and by_name[name].depth:
-                self.create_subscription(Image, f"{name}/depth/image_raw",
-                                         lambda m, n=name: self.depths.__setitem__(n, m), QOS["sensor"])
+                self.depths[name] = {}
+                self.create_subscription(Image, f"{name}/depth/image_raw", lambda m, n=name: self.on_depth(n, m),
+                                         QOS["sensor"])
         self.create_subscription(JointState, "joint_states", self.on_joints, QOS["sensor"])
         self.create_subscription(String, "task", lambda m: setattr(self, "task", m.data), QOS["latched"])
         self.objects_pub = self.create_publisher(ObjectStates, "perception/objects", QOS["reliable"])
@@ -104,6 +111,12 @@ class FiducialGraphs(ResourceNode):
     def on_info(self, name: str, msg: CameraInfo) -> None:
         self.live.set_intrinsics(name, np.array(msg.k), np.array(msg.d), msg.width, msg.height)
 
+    def on_depth(self, name: str, msg: Image) -> None:
+        kept = self.depths[name]
+        kept[(msg.header.stamp.sec, msg.header.stamp.nanosec)] = msg
+        while len(kept) > DEPTH_KEPT:
+            del kept[next(iter(kept))]
+
     def on_joints(self, msg: JointState) -> None:
         self.joints = dict(zip(msg.name, (float(p) for p in msg.position)))
 
@@ -122,10 +135,17 @@ class FiducialGraphs(ResourceNode):
             key = (msg.header.stamp.sec, msg.header.stamp.nanosec)
             if self.done.get(name) == key:
                 continue
+            depth = self.depths[name].get(key) if name in self.depths else None
+            if name in self.depths and depth is None:
+                since = self.waiting_since.setdefault(name, time.monotonic())
+                if time.monotonic() - since < self.depth_wait_s:
+                    continue  # its depth image is on its way: perceived with it at a later tick
+                self.get_logger().warning(f"{name}: no depth image with its color image's stamp within "
+                                          f"{self.depth_wait_s:g} s; perceived from color alone",
+                                          throttle_duration_sec=5.0)
+            self.waiting_since.pop(name, None)
             self.done[name] = key
-            depth = self.depths.get(name)
-            same = depth is not None and depth.header.stamp == msg.header.stamp
-            streams[name] = StreamImage(upright_image_of(msg), depth_metres(depth) if same else None)
+            streams[name] = StreamImage(upright_image_of(msg), None if depth is None else depth_metres(depth))
             newest = msg.header.stamp if newest is None or key > (newest.sec, newest.nanosec) else newest
         if not streams:
             return

@@ -34,7 +34,10 @@ deadline = time.monotonic() + 240
 while (len(graphs["fiducial"]) < 6 or len(graphs["ground_truth"]) < 3) and time.monotonic() < deadline:
     rclpy.spin_once(node, timeout_sec=0.1)
 last = objects[-1] if objects else None
-print(json.dumps({"graphs": graphs, "objects": None if last is None else {
+stamp = lambda m: m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+history = [[stamp(m), {o.name: [round(o.pose.position.x, 3), round(o.pose.position.y, 3), round(o.pose.position.z, 3)]
+                       for o in m.objects}] for m in objects]
+print(json.dumps({"graphs": graphs, "history": history, "objects": None if last is None else {
     "frame": last.header.frame_id,
     "names": [o.name for o in last.objects],
     "positions": {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in last.objects},
@@ -83,4 +86,6 @@ def test_fiducial_graphs_on_the_twins_cameras_match_its_ground_truth(tmp_path, r
     assert objects["names"] == ["black_bowl_1", "black_bowl_2", "red_drawer", "black_stove", "cookie"]
     assert all(c == ["agentview", "wrist"] for c in objects["cameras"])
     assert all(len(b) == 8 for b in objects["boxes"])
-    assert all(0.05 < p[0] < 0.6 and abs(p[1]) < 0.4 and -0.02 < p[2] < 0.15 for p in objects["positions"].values())
+    print(json.dumps({"positions": objects["positions"]}))
+    assert all(0.05 < p[0] < 0.6 and abs(p[1]) < 0.4 and -0.02 < p[2] < 0.15
+               for p in objects["positions"].values()), (objects, seen["history"], logs[0][-3000:])
