@@ -5,7 +5,8 @@
 # how many of the N runs it had a failure, the failing tests, and the total. Exit status 1 if any run failed: a test
 # that fails only sometimes is a bug. Not part of the default test run (one run of the default paths takes minutes).
 # Uses the repository's .venv and puts the repository first on PYTHONPATH; each run's log, JUnit report and pytest
-# temp folder (the tests' own logs) stay in a folder under $TMPDIR (printed). The load is stopped on exit and Ctrl-C.
+# temp folder (the tests' own logs) stay in a folder under $TMPDIR (printed). On Ctrl-C or SIGTERM the run under way
+# ends as pytest does after Ctrl-C (its tests reap their children), and the load stops.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=$root/.venv/bin/python
@@ -29,8 +30,14 @@ stop_load() {
   for pid in "${load[@]}"; do wait "$pid" 2>/dev/null; done
   load=()
 }
+run=  # the pytest of the run under way
+interrupted() {  # pytest takes SIGTERM as Ctrl-C (tests/children.py): its tests reap their children, then it ends
+  echo "stress_tests.sh: interrupted" >&2
+  [ -n "$run" ] && kill -TERM "$run" 2>/dev/null && wait "$run"
+  exit 130
+}
 trap stop_load EXIT
-trap 'echo "stress_tests.sh: interrupted" >&2; exit 130' INT TERM
+trap interrupted INT TERM
 for _ in 1 2; do
   ( trap - INT TERM; while :; do :; done ) &
   load+=($!)
@@ -40,8 +47,11 @@ echo "stress: ${paths[*]}, $n run(s), 2 busy processes (pids ${load[*]}), logs i
 for i in $(seq "$n"); do
   start=$SECONDS
   "$py" -m pytest -q -p no:cacheprovider --basetemp="$out/tmp$i" --junitxml="$out/run$i.xml" "${paths[@]}" \
-    >"$out/run$i.log" 2>&1
+    >"$out/run$i.log" 2>&1 &  # in the background: a signal to this script is handled at once, not after the run
+  run=$!
+  wait "$run"
   rc=$?
+  run=
   echo "$rc" >"$out/run$i.rc"
   echo "run $i/$n: exit $rc in $((SECONDS - start)) s: $(tail -n 1 "$out/run$i.log")"
 done

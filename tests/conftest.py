@@ -8,7 +8,9 @@ Ctrl-C for every child: a shell without job control starts background commands (
 with SIGINT ignored, and an ignored signal stays ignored through fork and exec, so every child of such a pytest
 would ignore the SIGINT that tests send as a user's Ctrl-C (`sgvla sim-bus` never ended, its fixture killed it
 after 30 s). The tests' children get SIGINT as a terminal gives it: Python's KeyboardInterrupt here, the default
-disposition after exec."""
+disposition after exec.
+
+Every child ends with the session, even a killed one (tests/children.py)."""
 
 import os
 import signal
@@ -19,9 +21,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 import pytest  # noqa: E402
 
+from .children import install as children_end_with_the_session  # noqa: E402
+
 from sgvla.core.ros_env import loopback_env  # noqa: E402
 from sgvla.core.sched import is_realtime  # noqa: E402
 from sgvla.launch.ros_domain import lease_free_domain, with_leases  # noqa: E402
+
+children_end_with_the_session()
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ started it.
 """
 
 import atexit
-import ctypes
 import logging
 import os
 import signal
@@ -37,6 +36,7 @@ from tqdm import tqdm  # noqa: E402
 
 from sgvla.core.context import ContextMode  # noqa: E402
 from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure  # noqa: E402
+from sgvla.core.processes import die_with_parent  # noqa: E402
 from sgvla.eval.config import EvalConfig  # noqa: E402
 from sgvla.eval.loop import run_episode  # noqa: E402
 from sgvla.eval.order import counterbalanced  # noqa: E402
@@ -129,24 +129,17 @@ class Worker:
 
 _worker: Worker | None = None
 _setup_error: str = ""
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent(parent: int) -> None:
-    """Have the kernel SIGKILL this process when its parent ends (Linux), and end now if the parent already
-    has (the parent died before the request: this process was handed to another one)."""
-    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
-    if prctl is None:
+def end_with_parent(parent: int) -> None:
+    """Be SIGKILLed when the parent ends, and end now if it already has (this process was handed to another)."""
+    if not die_with_parent(signal.SIGKILL):
         log.warning("no prctl (not Linux): worker %d will not end with its parent", os.getpid())
-    elif prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent:
         os._exit(1)
 
 
 def _init_worker(cfg: EvalConfig, parent: int) -> None:
     global _worker, _setup_error
-    die_with_parent(parent)
+    end_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; workers end with it
     try:
         _worker = Worker(cfg)

@@ -14,7 +14,6 @@ prefixed by `[node] `; the node that exits first is named, with its last error l
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from sgvla.core.processes import die_with_parent
 from sgvla.core.ros_env import loopback_env
 from sgvla.launch.node_output import NodeOutput
 from sgvla.launch.plan import Plan
@@ -53,11 +53,9 @@ def ros_args(node, params_file: Path, overrides: Path) -> list[str]:
     return args
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+def _stop_with_parent() -> None:
+    """A node's preexec_fn: SIGTERM (a clean stop: the arm's torque goes off) when this launcher ends."""
+    die_with_parent(signal.SIGTERM)
 
 
 def node_env(plan: Plan, domain_id: int) -> dict[str, str]:
@@ -129,7 +127,7 @@ def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logge
         try:
             for node in plan.nodes:
                 cmd = [sys.executable, "-m", node.module, *ros_args(node, plan.params_file, overrides)]
-                procs[node.name] = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+                procs[node.name] = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, preexec_fn=_stop_with_parent)
                 outputs[node.name] = NodeOutput(node.name, procs[node.name].stderr)
             log(f"sgvla launch {plan.name}: {len(procs)} nodes on ROS_DOMAIN_ID={domain_id} (loopback only): "
                 + ", ".join(f"{n} [{p.pid}]" for n, p in procs.items()))
@@ -167,7 +165,7 @@ def run_single_process(plan: Plan, domain_id: int, log: Callable[[str], None] = 
             {"name": n.name, "module": n.module, "args": ros_args(n, plan.params_file, overrides)}
             for n in plan.nodes]}))
         proc = subprocess.Popen([sys.executable, "-m", "sgvla_ros.multi_node", str(spec)],
-                                env=node_env(plan, domain_id), stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+                                env=node_env(plan, domain_id), stderr=subprocess.PIPE, preexec_fn=_stop_with_parent)
         output = NodeOutput("multi_node", proc.stderr, prefix=False)
         log(f"sgvla launch {plan.name}: {len(plan.nodes)} nodes in one process [{proc.pid}] on "
             f"ROS_DOMAIN_ID={domain_id} (loopback only)")

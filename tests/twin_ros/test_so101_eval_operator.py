@@ -113,8 +113,11 @@ def test_operator_protocol_over_topics_killed_and_resumed(tmp_path, calibration_
     command = [sys.executable, "-m", "sgvla.cli", "launch", "so101_eval", f"config={rig}", "cameras=false",
                f"eval_config={plan_file}", "--domain-id", str(ros_domain_id), "--share-domain"]
     try:
-        first = subprocess.Popen(command, env=ros_env, stdin=terminal, stdout=logs["launch1"].open("w"),
-                                 stderr=subprocess.STDOUT, start_new_session=True)  # its own process group: the test kills all of it at once
+        killed_tmp = tmp_path / "launch1_tmp"  # the killed launch cannot remove its temp folder: the test's own
+        killed_tmp.mkdir()
+        first = subprocess.Popen(command, env={**ros_env, "TMPDIR": str(killed_tmp)}, stdin=terminal,
+                                 stdout=logs["launch1"].open("w"), stderr=subprocess.STDOUT,
+                                 start_new_session=True)  # its own process group: the test kills all of it at once
         try:
             wait_until(lambda: "WITHHELD" in logs["operator"].read_text(), 150, "the fourth scene's verdict request",
                        logs=logs.values(), procs=(operator, first))

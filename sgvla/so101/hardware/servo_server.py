@@ -18,7 +18,6 @@ twin's joints instead, and every WRITE/SYNC_WRITE publishes the goals and torque
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import select
@@ -30,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sgvla.core.processes import die_with_parent
 from sgvla.so101.hardware.seqlock import SharedRecord
 
 PING, READ, WRITE, SYNC_READ, SYNC_WRITE = 0x01, 0x02, 0x03, 0x82, 0x83
@@ -37,7 +37,6 @@ BROADCAST_ID = 0xFE
 RESOLUTION = 4096
 STEPS_PER_DEGREE = (RESOLUTION - 1) / 360  # LeRobot's degrees mode
 FIRMWARE = (3, 10)
-PR_SET_PDEATHSIG = 1
 PARENT_CHECK_S = 0.5  # how often the server looks whether its parent is still there
 
 Motion = Callable[[float], Sequence[float]]  # seconds since start -> encoder position per servo; must pickle
@@ -418,8 +417,7 @@ def run_child(conn: Any, spec: BusSpec, parent_pid: int) -> None:
     """:func:`serve` as the body of a bus's child process: killed when its parent dies (PR_SET_PDEATHSIG; note
     that the kernel sends it when the parent *thread* that started the child ends), gone if the parent already
     died, deaf to the terminal's Ctrl-C (its owner closes it), and ahead of other work where allowed."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent(signal.SIGKILL)
     if os.getppid() != parent_pid:
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
