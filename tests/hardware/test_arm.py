@@ -132,6 +132,21 @@ def test_motor_that_stops_answering_faults_with_torque_off_and_last_state(rig, f
         follower.command({"wrist_flex": 5.0})
 
 
+def test_late_replies_while_a_fault_is_diagnosed_still_name_the_silent_motor(rig, follower):
+    """On a loaded host the tty layer can hand a reply over after its instruction timed out (a fresh clone's test
+    run under the stress check did). Here the three failed reads' replies come 0.4 s late, the first ping's reply
+    behind them: the ping took a late read reply of its motor for its own, and LeRobot's `ping` then read the
+    model number, took the ping's own reply for that read's (IndexError), and the fault said "no motor answers" of
+    a bus whose motors all answered but one."""
+    last = follower.read()
+    rig.follower.remove(2)
+    rig.follower.late_replies(3, 0.4)
+    with pytest.raises(ArmFault, match=r"motor\(s\) shoulder_lift \(id 2\) stopped answering after 3 tries") as fault:
+        follower.read()
+    assert fault.value.last_state == last
+    assert [rig.follower.register(i, "Torque_Enable") for i in (1, 3, 4, 5, 6)] == [0] * 5
+
+
 def test_unplugged_adapter_faults(rig, follower):
     last = follower.read()
     rig.follower.unplug()

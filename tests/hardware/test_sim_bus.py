@@ -141,6 +141,25 @@ def test_dropped_and_corrupt_replies_are_retried(sim, bus):
         bus.sync_read("Present_Position", num_retry=2)
 
 
+def test_late_replies_come_late_and_the_next_ones_wait_behind_them(sim):
+    sim.late_replies(1, 0.3)
+    port = serial.Serial(sim.port, 1_000_000, timeout=0)
+    try:
+        sent = time.monotonic()
+        port.write(instruction_packet(1, PING))
+        time.sleep(0.05)
+        port.write(instruction_packet(2, PING))  # answered at once, but only after the late reply
+        got, first = b"", None
+        while len(got) < 12 and time.monotonic() - sent < 5:
+            select.select([port.fileno()], [], [], 0.05)
+            got += port.read(12)
+            first = first or (got and time.monotonic() - sent)
+    finally:
+        port.close()
+    assert got == status_packet(1, 0) + status_packet(2, 0)
+    assert first >= 0.3, f"the late reply came after {first:.3f} s"
+
+
 def test_a_removed_motor_times_out(sim, bus):
     sim.remove(3)
     with pytest.raises(ConnectionError, match="no status packet"):

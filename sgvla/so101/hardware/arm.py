@@ -28,7 +28,7 @@ from sgvla.so101.hardware.calibration import (
 )
 from sgvla.so101.hardware.config import ArmConfig
 from sgvla.so101.hardware.joints import JOINTS, MOTOR_IDS, action_key
-from sgvla.so101.hardware.port import make_load_tolerant
+from sgvla.so101.hardware.port import answers_ping, make_load_tolerant
 from sgvla.so101.hardware.safety import SafetyConfig, Watchdog, safe_goal
 
 # Whatever the bus raises is a fault: ConnectionError (no or bad status packet), RuntimeError (a motor
@@ -144,9 +144,12 @@ class _Arm:
                        self.last_state) from error
 
     def _silent_motors(self) -> list[str]:
+        """The joints whose motor answers neither of two pings; all of them when the port itself fails."""
+        bus = self.device.bus
         try:
-            return [j for j in JOINTS if self.device.bus.ping(MOTOR_IDS[j], num_retry=1) is None]
-        except BUS_ERRORS:  # the port itself is gone
+            return [j for j in JOINTS if not any(answers_ping(bus.port_handler, bus.packet_handler, MOTOR_IDS[j])
+                                                 for _ in range(2))]
+        except OSError:  # the port itself is gone (unplugged adapter)
             return list(JOINTS)
 
     def _release(self) -> None:

@@ -27,7 +27,10 @@ little later: the arm's fault, torque off, comes after its read retries of that 
 Not changed: the SDK's pre-send ``clearPort`` only drains output, so a reply to an abandoned instruction can still
 be read as the next one's (reproduced against the SDK in tests/hardware/test_port.py's history). Dropping input
 there (``reset_input_buffer``) made the follower node's goals stop reaching the simulated servos in 2 of 3 runs of
-tests/hardware/test_nodes.py (not root-caused), so it is left as LeRobot has it.
+tests/hardware/test_nodes.py (not root-caused), so it is left as LeRobot has it. Where it mattered most, finding
+which motors still answer after a failed read, :func:`answers_ping` reads what is waiting first and pings alone:
+there LeRobot's ``ping`` (a ping, then a read of the model number) took a late ping reply of the same motor for
+the read's reply, raised IndexError, and the arm's fault said that no motor answered.
 """
 
 from __future__ import annotations
@@ -70,3 +73,15 @@ def make_load_tolerant(bus) -> None:
     # The same object, whose class alone changes: the SDK's group readers and writers hold it, and LeRobot patched
     # its setPacketTimeout on the instance.
     handler.__class__ = LoadTolerantPort
+
+
+def answers_ping(port: scs.PortHandler, packets: scs.PacketHandler, motor_id: int) -> bool:
+    """Whether motor ``motor_id`` answers one ping: what is waiting in the input (replies to abandoned instructions)
+    is read and dropped first, and any reply from that motor counts (a late one too: it answered). OSError (pyserial's
+    errors) when the port itself fails."""
+    while port.ser.in_waiting:
+        port.ser.read(port.ser.in_waiting)
+    ping = [0] * 6
+    ping[scs.PKT_ID], ping[scs.PKT_LENGTH], ping[scs.PKT_INSTRUCTION] = motor_id, 2, scs.INST_PING
+    _, result, _ = packets.txRxPacket(port, ping)
+    return result == scs.COMM_SUCCESS

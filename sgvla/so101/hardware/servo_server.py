@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 import tty
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -235,6 +236,7 @@ class ServoBus:
         self.servos = {i: SimServo(i, spec.table, p, spec.tau_s) for i, p in zip(spec.ids, spec.positions, strict=True)}
         self.packets = 0  # instruction packets received
         self.drop = self.corrupt = 0
+        self.late, self.late_s = 0, 0.0  # the next `late` instructions' replies go out `late_s` after their due time
         self.health = ServerHealth()
         self.t0 = time.monotonic()
         self.present = self.goals = None
@@ -289,6 +291,13 @@ class ServoBus:
             self.goals.write([s.goal_encoder() for s in servos] + [float(s.get("Torque_Enable")) for s in servos])
         return [r for r in replies if r]
 
+    def reply_delay(self) -> float:
+        """How late this instruction's replies go out (0: at once), counting it against ``late``."""
+        if not self.late:
+            return 0.0
+        self.late -= 1
+        return self.late_s
+
     def _reply(self, motor_id: int, params: bytes = b"") -> bytes:
         if self.drop:
             self.drop -= 1
@@ -319,6 +328,8 @@ class ServoBus:
                 self.drop += args[0]
             elif op == "corrupt":
                 self.corrupt += args[0]
+            elif op == "late":
+                self.late, self.late_s = self.late + args[0], float(args[1])
             elif op == "packets":
                 return "ok", self.packets
             elif op == "health":
@@ -375,8 +386,17 @@ def serve(conn: Any, spec: BusSpec, parent_pid: int | None = None) -> None:
         conn.send(("ready", os.ttyname(slave)))
         buf = bytearray()
         health = bus.health
+        held: deque[tuple[float, bytes]] = deque()  # (when due, replies) held back by `late`, sent in order
+
+        def send(data: bytes) -> None:
+            try:
+                os.write(master, data)
+            except BlockingIOError:
+                health.unsent += 1
+
         while not closing:
-            ready = select.select([master, conn], [], [], PARENT_CHECK_S)[0]
+            wait = min(PARENT_CHECK_S, max(0.0, held[0][0] - time.monotonic())) if held else PARENT_CHECK_S
+            ready = select.select([master, conn], [], [], wait)[0]
             health.wake(time.monotonic())
             if parent_pid is not None and os.getppid() != parent_pid:
                 return
@@ -390,11 +410,14 @@ def serve(conn: Any, spec: BusSpec, parent_pid: int | None = None) -> None:
                     except (IndexError, ValueError):
                         continue  # an instruction with missing or impossible parameters: a servo ignores it
                     if replies:
-                        try:
-                            os.write(master, b"".join(replies))
-                        except BlockingIOError:
-                            health.unsent += 1
+                        delay = bus.reply_delay()
+                        if delay or held:  # behind held replies, as bytes on one line are
+                            held.append((health.last_packet + delay, b"".join(replies)))
+                        else:
+                            send(b"".join(replies))
                     health.max_handle_s = max(health.max_handle_s, time.monotonic() - health.last_packet)
+            while held and held[0][0] <= time.monotonic():
+                send(held.popleft()[1])
             if conn in ready:
                 try:
                     request = conn.recv()

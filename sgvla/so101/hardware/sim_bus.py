@@ -185,6 +185,11 @@ class SimFeetechBus:
         """The next ``count`` status packets carry a wrong checksum."""
         self._request("corrupt", count)
 
+    def late_replies(self, count: int, delay_s: float) -> None:
+        """The replies to the next ``count`` instructions reach the host ``delay_s`` late, and what follows them waits
+        behind (a loaded host's tty layer delivered replies hundreds of milliseconds late: sgvla/so101/hardware/port.py)."""
+        self._request("late", count, delay_s)
+
     def unplug(self) -> None:
         """The USB adapter disappears: the port closes under the host."""
         self.close()
