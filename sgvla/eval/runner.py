@@ -129,6 +129,8 @@ class Worker:
 
 _worker: Worker | None = None
 _setup_error: str = ""
+
+
 def end_with_parent(parent: int) -> None:
     """Be SIGKILLed when the parent ends, and end now if it already has (this process was handed to another)."""
     if not die_with_parent(signal.SIGKILL):
