@@ -63,7 +63,11 @@ def test_a_reader_never_sees_a_torn_write_from_another_process(record):
             writer.kill()
         writer.communicate()
     assert record.read() == (writes - 1, (float(writes - 1),) * SIZE)
-    assert len(distinct) > 100, len(distinct)  # the reads really overlapped the writes
+    # The reads really overlapped the writes: versions strictly between the first and the last were seen. How many
+    # depends on the scheduler (96 in a stress run, where the reader got a CPU every ~2,060 writes and the former
+    # floor of 100 failed): the floor proves overlap, not speed.
+    between = distinct - {1, writes - 1}
+    assert len(between) >= 10, sorted(distinct)
 
 
 def test_a_writer_stopped_halfway_does_not_hold_readers_up(record):
