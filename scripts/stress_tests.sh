@@ -31,9 +31,18 @@ stop_load() {
   load=()
 }
 run=  # the pytest of the run under way
-interrupted() {  # pytest takes SIGTERM as Ctrl-C (tests/children.py): its tests reap their children, then it ends
+STOP_GRACE_S=60
+interrupted() {
+  # pytest takes SIGTERM as Ctrl-C (tests/children.py): its tests reap their children, then it ends. Once it went
+  # on instead (a test failed, the next ones ran: a handler of the test's own took the signal; which one is not
+  # known), so pytest gets SIGKILL after STOP_GRACE_S; its children die with it (PR_SET_PDEATHSIG).
   echo "stress_tests.sh: interrupted" >&2
-  [ -n "$run" ] && kill -TERM "$run" 2>/dev/null && wait "$run"
+  if [ -n "$run" ] && kill -TERM "$run" 2>/dev/null; then
+    ( sleep "$STOP_GRACE_S"; kill -KILL "$run" 2>/dev/null ) &
+    local killer=$!
+    wait "$run"
+    kill "$killer" 2>/dev/null
+  fi
   exit 130
 }
 trap stop_load EXIT
