@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# stress_tests.sh [N=20] [TEST_PATH...]
+# stress_tests.sh [--dir DIR] [N=20] [TEST_PATH...]
 # Runs the tests that talk to simulated servo buses, launch nodes or run MuJoCo (default: tests/hardware tests/twin
 # tests/twin_ros tests/ros) N times in a row while two busy processes load the CPUs, then prints, per test file, in
 # how many of the N runs it had a failure, the failing tests, and the total. Exit status 1 if any run failed: a test
-# that fails only sometimes is a bug. Not part of the default test run (one run of the default paths takes minutes).
+# that fails only sometimes is a bug. Not part of the default test run (one run of the default paths takes ~20 min).
 # Uses the repository's .venv and puts the repository first on PYTHONPATH; each run's log, JUnit report and pytest
-# temp folder (the tests' own logs) stay in a folder under $TMPDIR (printed). On Ctrl-C or SIGTERM the run under way
-# ends as pytest does after Ctrl-C (its tests reap their children), and the load stops.
+# temp folder (the tests' own logs) stay in a folder under $TMPDIR (printed), or in DIR. On Ctrl-C or SIGTERM the
+# run under way ends as pytest does after Ctrl-C (its tests reap their children), and the load stops.
+# --dir DIR resumes: the runs already finished there count, one cut short is run again, and the check goes on until
+# DIR holds N finished runs. DIR belongs to one commit and one set of test paths (both recorded there); another
+# commit, uncommitted changes or other paths are refused, so N runs in DIR are N runs of one version of the code.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=$root/.venv/bin/python
-usage="usage: $0 [N=20] [TEST_PATH...]"
+usage="usage: $0 [--dir DIR] [N=20] [TEST_PATH...]"
 [ -x "$py" ] || { echo "stress_tests.sh: $py missing (scripts/install.sh creates it)" >&2; exit 2; }
+out=
+if [ "${1:-}" = --dir ]; then
+  [ -n "${2:-}" ] || { echo "stress_tests.sh: --dir needs a folder; $usage" >&2; exit 2; }
+  out=$2
+  shift 2
+fi
 n=${1:-20}
 [ $# -gt 0 ] && shift
 case $n in ''|*[!0-9]*|0) echo "stress_tests.sh: N must be a whole number of runs >= 1, got '$n'; $usage" >&2; exit 2;; esac
@@ -22,7 +31,26 @@ for p in "${paths[@]}"; do
   [ -e "$p" ] || { echo "stress_tests.sh: no test path '$p' in $root; $usage" >&2; exit 2; }
 done
 export PYTHONPATH=$root:$root/ros2_ws/src/sgvla_ros${PYTHONPATH:+:$PYTHONPATH}
-out=$(mktemp -d -t sgvla_stress.XXXXXX)
+if [ -z "$out" ]; then
+  out=$(mktemp -d -t sgvla_stress.XXXXXX)
+else
+  # What is under test: the commit, or "uncommitted" when tracked files differ from it (not resumable).
+  commit=$(git rev-parse HEAD 2>/dev/null) || { echo "stress_tests.sh: --dir needs a git checkout" >&2; exit 2; }
+  [ -z "$(git status --porcelain --untracked-files=no)" ] || {
+    echo "stress_tests.sh: --dir: $root has uncommitted changes; runs in DIR must all test one commit" >&2; exit 2; }
+  identity="commit $commit; paths ${paths[*]}"
+  mkdir -p "$out" || exit 2
+  out=$(cd "$out" && pwd)
+  if [ -e "$out/identity" ]; then
+    [ "$(cat "$out/identity")" = "$identity" ] || {
+      echo "stress_tests.sh: $out holds runs of $(cat "$out/identity"), not of $identity; use another folder" >&2
+      exit 2; }
+  elif [ -n "$(ls -A "$out")" ]; then
+    echo "stress_tests.sh: $out is not empty and holds no stress runs; use a new or empty folder" >&2; exit 2
+  else
+    echo "$identity" >"$out/identity"
+  fi
+fi
 
 load=()
 stop_load() {
@@ -52,8 +80,12 @@ for _ in 1 2; do
   load+=($!)
 done
 
-echo "stress: ${paths[*]}, $n run(s), 2 busy processes (pids ${load[*]}), logs in $out"
+done_runs() { ls "$out" | grep -c '^run[0-9]*\.rc$'; }
+before=$(done_runs)
+echo "stress: ${paths[*]}, $n run(s) ($before done before), 2 busy processes (pids ${load[*]}), logs in $out"
 for i in $(seq "$n"); do
+  [ -e "$out/run$i.rc" ] && continue  # finished in an earlier invocation (--dir)
+  rm -rf "$out/run$i.log" "$out/run$i.xml" "$out/tmp$i"  # cut short before: run again
   start=$SECONDS
   "$py" -m pytest -q -p no:cacheprovider --basetemp="$out/tmp$i" --junitxml="$out/run$i.xml" "${paths[@]}" \
     >"$out/run$i.log" 2>&1 &  # in the background: a signal to this script is handled at once, not after the run
