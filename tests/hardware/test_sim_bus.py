@@ -160,6 +160,26 @@ def test_late_replies_come_late_and_the_next_ones_wait_behind_them(sim):
     assert first >= 0.3, f"the late reply came after {first:.3f} s"
 
 
+def test_a_stalled_bus_answers_what_came_meanwhile_and_its_health_says_when(sim):
+    port = serial.Serial(sim.port, 1_000_000, timeout=0)
+    try:
+        sim.stall(0.5)
+        sent = time.monotonic()
+        port.write(instruction_packet(1, PING))
+        got, first = b"", None
+        while len(got) < 6 and time.monotonic() - sent < 5:
+            select.select([port.fileno()], [], [], 0.05)
+            got += port.read(6)
+            first = first or (got and time.monotonic() - sent)
+    finally:
+        port.close()
+    assert got == status_packet(1, 0) and first >= 0.4, f"answered after {first:.3f} s"
+    health = sim.health()
+    assert health["max_gap_s"] >= 0.5 and 0 < time.time() - health["max_gap_end"] < 5, health
+    with pytest.raises(ValueError, match="stall of -1 s: 0 to 60 s"):
+        sim.stall(-1)
+
+
 def test_a_removed_motor_times_out(sim, bus):
     sim.remove(3)
     with pytest.raises(ConnectionError, match="no status packet"):

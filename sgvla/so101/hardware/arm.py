@@ -3,8 +3,8 @@
 LeRobot talks to the Feetech bus; this module decides what may be said. Before any motor moves,
 the port and the calibration file are checked (clear errors instead of LeRobot's prompt). Every
 follower goal goes through :func:`sgvla.so101.hardware.safety.safe_goal`; a watchdog holds position when
-commands stop; a motor that stops answering (after LeRobot's bounded read retries) is a fault
-that names the motor, turns torque off and keeps the last good state.
+commands stop; a motor that stops answering (reads failing for ``fault_after_s``, each after LeRobot's bounded
+retries) is a fault that names the motor, turns torque off and keeps the last good state.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ from sgvla.so101.hardware.safety import SafetyConfig, Watchdog, safe_goal
 # reports an error), serial.SerialException or termios.error (the USB adapter vanished), and even
 # IndexError from scservo_sdk on a garbled reply. An arm whose line misbehaves is not trusted further.
 BUS_ERRORS = (Exception,)
+# Of those, a line that went quiet or garbled a reply: a read is tried again for ArmConfig.fault_after_s. The others
+# (a port that is gone, a motor's own error) fault at once.
+SILENT_BUS = (ConnectionError, IndexError)
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +110,29 @@ class _Arm:
         self.device.configure()
 
     def read(self) -> ArmState:
-        """Present positions; a fault (torque off, ArmFault) when the bus fails after its retries."""
+        """Present positions. A read the bus fails (no or a garbled reply, after LeRobot's retries) is tried again
+        until it has failed for ``fault_after_s``; then, or at once for other errors, a fault (torque off,
+        ArmFault). No goal is sent meanwhile: the servos hold the last one."""
         self._require_connected()
-        try:
-            values = self._read_values()
-        except BUS_ERRORS as e:
-            self._fault(e)
+        failing_since, reads = None, 0
+        while True:
+            try:
+                values = self._read_values()
+                break
+            except SILENT_BUS as e:
+                reads += 1
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    log.warning("%s arm on %s: a read failed (%s); trying again for up to %g s", self.role,
+                                self.config.port, str(e).strip(), self.config.fault_after_s)
+                if now - failing_since >= self.config.fault_after_s:
+                    self._fault(e, f"for {now - failing_since:.1f} s, {reads} read(s)")
+            except BUS_ERRORS as e:
+                self._fault(e, f"{reads + 1} read(s)")
+        if reads:
+            log.warning("%s arm on %s: the bus answers again after %.2f s", self.role, self.config.port,
+                        time.monotonic() - failing_since)
         self.last_state = ArmState({j: float(values[action_key(j)]) for j in JOINTS}, time.monotonic())
         return self.last_state
 
@@ -130,7 +150,9 @@ class _Arm:
         if self.device is None:
             raise ArmError(f"{self.role} arm on {self.config.port} is not connected (closed, or after a fault)")
 
-    def _fault(self, error: Exception) -> NoReturn:
+    def _fault(self, error: Exception, how_long: str = "") -> NoReturn:
+        """Torque off where motors answer, port closed, ArmFault naming the silent motors. ``how_long``: how long
+        reads failed (:meth:`read`); other bus operations say nothing."""
         silent = self._silent_motors()
         self._release()
         if len(silent) == len(JOINTS):
@@ -139,8 +161,10 @@ class _Arm:
             who = f"motor(s) {', '.join(f'{j} (id {MOTOR_IDS[j]})' for j in silent)} stopped answering"
         else:
             who = "the bus kept failing (garbled replies or a motor error)"
-        raise ArmFault(f"{self.role} arm on {self.config.port}: {who} after {self.config.read_retries + 1} tries "
-                       f"({str(error).strip()}); torque turned off where motors still answer",
+        tries = f"{how_long} of {self.config.read_retries + 1} tries each" if how_long else \
+            f"{self.config.read_retries + 1} tries"
+        raise ArmFault(f"{self.role} arm on {self.config.port}: {who} ({tries}: {str(error).strip()}); "
+                       f"torque turned off where motors still answer",
                        self.last_state) from error
 
     def _silent_motors(self) -> list[str]:

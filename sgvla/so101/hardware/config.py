@@ -20,7 +20,18 @@ class ArmConfig:
     port: str = "/dev/ttyACM0"
     id: str = "so101"  # calibration id: <calibration_dir>/<id>.json
     calibration_dir: str = ""  # "" = where lerobot-calibrate writes (see sgvla.so101.hardware.calibration)
-    read_retries: int = 2  # extra attempts of each bus read before it counts as a fault
+    read_retries: int = 2  # extra attempts of each bus read (LeRobot's) before it counts as failed
+    # A failed read is tried again until the bus has failed this long; then the arm faults. A host that stops
+    # running the reader or the serial line's kernel work for a moment is not a broken arm (a loaded VM stopped
+    # both simulated buses of a teleoperation for ~1 s), and the servos hold their last goal meanwhile.
+    fault_after_s: float = 2.0
+
+    def __post_init__(self):
+        if not (isinstance(self.read_retries, int) and self.read_retries >= 0):
+            raise ValueError(f"read_retries must be a whole number >= 0, got {self.read_retries!r}")
+        if not 0.0 <= self.fault_after_s <= 10.0:
+            raise ValueError(f"fault_after_s must be 0 to 10 s (0: fault after the first failed read), "
+                             f"got {self.fault_after_s!r}")
 
 
 @dataclass

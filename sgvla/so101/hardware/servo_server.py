@@ -207,25 +207,27 @@ class SimServo:
 @dataclass
 class ServerHealth:
     """How the server kept up, for telling a lost reply's cause when a test sees one: a long ``max_gap_s`` means
-    the server was off a CPU (it wakes at least every PARENT_CHECK_S), ``unsent`` counts replies the pty had no
-    room for (nobody read the earlier ones), ``max_handle_s`` is the longest from reading a packet to its reply
-    written, ``last_packet_s`` the time since the last packet came (the host stopped asking)."""
+    the server was off a CPU (it wakes at least every PARENT_CHECK_S) and ``max_gap_end`` when that gap ended (Unix
+    time, as ROS log stamps: to line it up with a node's fault), ``unsent`` counts replies the pty had no room for
+    (nobody read the earlier ones), ``max_handle_s`` is the longest from reading a packet to its reply written,
+    ``last_packet_s`` the time since the last packet came (the host stopped asking)."""
 
     max_gap_s: float = 0.0
+    max_gap_end: float = 0.0
     max_handle_s: float = 0.0
     unsent: int = 0
     last_packet: float = 0.0
     last_wake: float = 0.0
 
     def wake(self, now: float) -> None:
-        if self.last_wake:
-            self.max_gap_s = max(self.max_gap_s, now - self.last_wake)
+        if self.last_wake and now - self.last_wake > self.max_gap_s:
+            self.max_gap_s, self.max_gap_end = now - self.last_wake, time.time()
         self.last_wake = now
 
     def report(self) -> dict[str, float | int]:
         since = time.monotonic() - self.last_packet if self.last_packet else -1.0
-        return {"max_gap_s": round(self.max_gap_s, 4), "max_handle_s": round(self.max_handle_s, 4),
-                "unsent": self.unsent, "last_packet_s": round(since, 4)}
+        return {"max_gap_s": round(self.max_gap_s, 4), "max_gap_end": round(self.max_gap_end, 3),
+                "max_handle_s": round(self.max_handle_s, 4), "unsent": self.unsent, "last_packet_s": round(since, 4)}
 
 
 class ServoBus:
@@ -237,6 +239,7 @@ class ServoBus:
         self.packets = 0  # instruction packets received
         self.drop = self.corrupt = 0
         self.late, self.late_s = 0, 0.0  # the next `late` instructions' replies go out `late_s` after their due time
+        self.stall_s = 0.0  # the server stops this long after answering the request that set it
         self.health = ServerHealth()
         self.t0 = time.monotonic()
         self.present = self.goals = None
@@ -330,6 +333,10 @@ class ServoBus:
                 self.corrupt += args[0]
             elif op == "late":
                 self.late, self.late_s = self.late + args[0], float(args[1])
+            elif op == "stall":
+                if not 0.0 <= float(args[0]) <= 60.0:
+                    raise ValueError(f"stall of {args[0]} s: 0 to 60 s")
+                self.stall_s = float(args[0])
             elif op == "packets":
                 return "ok", self.packets
             elif op == "health":
@@ -427,6 +434,9 @@ def serve(conn: Any, spec: BusSpec, parent_pid: int | None = None) -> None:
                     closing = True
                 else:
                     conn.send(bus.control(request))
+                if bus.stall_s:  # off the CPU, as a descheduled process: what comes meanwhile waits in the pty
+                    time.sleep(bus.stall_s)
+                    bus.stall_s = 0.0
     finally:
         for fd in (master, slave):
             os.close(fd)

@@ -190,6 +190,12 @@ class SimFeetechBus:
         behind (a loaded host's tty layer delivered replies hundreds of milliseconds late: sgvla/so101/hardware/port.py)."""
         self._request("late", count, delay_s)
 
+    def stall(self, seconds: float) -> None:
+        """The bus's process stops running for ``seconds`` (as on a host that does not give it a CPU: a loaded VM
+        stopped both simulated buses of a teleoperation for about a second); what the host sends meanwhile is
+        answered when it runs again."""
+        self._request("stall", seconds)
+
     def unplug(self) -> None:
         """The USB adapter disappears: the port closes under the host."""
         self.close()
