@@ -4,8 +4,6 @@ starts and stops processes cleanly."""
 import ast
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,8 @@ import yaml
 from sgvla.launch.nodes import EXECUTABLES, QOS
 from sgvla.launch.plan import ARGUMENTS, TOPICS, NodeSpec, Plan, launch_names, launch_plan
 from sgvla.paths import REPO_ROOT
+
+from ..children import launch_in_child
 
 pytestmark = pytest.mark.ros
 
@@ -241,19 +241,13 @@ def _alive(pid: int) -> bool:
     return status != "Z"
 
 
-def _launch_in_child(plan: Plan, domain: int) -> subprocess.CompletedProcess:
-    code = ("import sys, pickle; from sgvla.cli.launch import say; from sgvla.launch.run import run_processes; "
-            f"sys.exit(run_processes(pickle.loads({__import__('pickle').dumps(plan)!r}), {domain}, log=say).code)")
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
 def test_launch_returns_the_evaluators_code_and_leaves_no_process(tmp_path, ros_domain_id):
     params = REPO_ROOT / "config/ros/sim_eval.yaml"
     plan = Plan("t", {}, params, (
         NodeSpec("graph_recorder", "graph_recorder", {"output": str(tmp_path / "g.jsonl")}),
         NodeSpec("evaluator", "evaluator", {"config": str(tmp_path / "missing.yaml")}),
     ), {}, main="evaluator")
-    proc = _launch_in_child(plan, ros_domain_id)
+    proc = launch_in_child(plan, ros_domain_id)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2, out  # the evaluator's exit code for a bad plan
     assert "config file not found" in out
@@ -270,7 +264,7 @@ def test_a_node_dying_early_stops_the_launch(tmp_path, ros_domain_id):
         NodeSpec("evaluator", "evaluator", {"config": str(config), "output_dir": str(tmp_path / "out"),
                                             "wait_for_nodes": ["graph_publisher"]}),
     ), {}, main="evaluator")
-    proc = _launch_in_child(plan, ros_domain_id)
+    proc = launch_in_child(plan, ros_domain_id)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 3, out
     assert re.search(r"graph_publisher exited first \(exit 1\): cannot start: FileNotFoundError: graph_publisher: "

@@ -17,11 +17,11 @@ import yaml
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from sgvla.launch.plan import NodeSpec, launch_plan
-from sgvla.launch.run import run_processes
 from sgvla.so101.hardware.joints import JOINTS, from_radians
 from sgvla.so101.hardware.rollouts import rollout_index
 from sgvla.so101.twin.config import load_twin_config
 
+from ..children import launch_in_child
 from .conftest import DEMO_HEIGHT, DEMO_WIDTH, RATE_HZ, rig_file, twin_cameras
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
@@ -88,14 +88,18 @@ def test_tiny_act_runs_an_episode_on_the_arm_with_slow_inference(tiny_act, tmp_p
     seen_file = tmp_path / "operator.json"
     operator = subprocess.Popen([sys.executable, "-c", OPERATOR, str(seen_file)], env=ros_env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    launch = launch_in_child(plan, ros_domain_id)
     try:
-        outcome = run_processes(plan, ros_domain_id, log=print)
-        assert outcome.code == 0, outcome  # (a failed run never says "recorded": the operator would wait for it)
+        launch_log = launch.communicate(timeout=600)[0]
+        print(launch_log[-4000:])
+        # (a failed run never says "recorded": the operator would wait for it)
+        assert launch.returncode == 0, launch_log[-4000:]
         operator_log = operator.communicate(timeout=60)[0]
     finally:
-        if operator.poll() is None:
-            operator.kill()
-            operator.wait()
+        for proc in (launch, operator):
+            if proc.poll() is None:
+                proc.kill()  # the launch's nodes die with it (PR_SET_PDEATHSIG)
+                proc.wait()
     assert operator.returncode == 0, operator_log[-3000:]
     seen = json.loads(seen_file.read_text())
 

@@ -43,10 +43,12 @@ for topic, kind, qos in topics:
 pub = node.create_publisher(JointState, "joint_commands", QOS["commands"])
 def spin(seconds, command=None):
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if command:
+    while True:  # at least once: an observer taken off the CPU past `end` (a loaded VM stopped processes for ~1 s)
+        if command:  # still sends its command, as a teleoperator's next message comes
             pub.publish(JointState(name=[command[0]], position=[command[1]]))
         rclpy.spin_once(node, timeout_sec=1 / 30)
+        if time.monotonic() >= end:
+            break
 stamp_s = lambda m: stamp_key(m.header.stamp) * 1e-9
 behind = []  # per reading: how far the newest state heard was behind the time asked for, before and after (s)
 # The joints the twin published after this call, not the newest heard: the observer takes one message per spin and
