@@ -27,7 +27,7 @@ import time
 import tty
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sgvla.core.processes import die_with_parent
@@ -39,6 +39,7 @@ RESOLUTION = 4096
 STEPS_PER_DEGREE = (RESOLUTION - 1) / 360  # LeRobot's degrees mode
 FIRMWARE = (3, 10)
 PARENT_CHECK_S = 0.5  # how often the server looks whether its parent is still there
+STALL_S = PARENT_CHECK_S + 0.1  # a gap between wakes longer than the longest wait: the server was off the CPU
 
 Motion = Callable[[float], Sequence[float]]  # seconds since start -> encoder position per servo; must pickle
 
@@ -207,26 +208,30 @@ class SimServo:
 @dataclass
 class ServerHealth:
     """How the server kept up, for telling a lost reply's cause when a test sees one: a long ``max_gap_s`` means
-    the server was off a CPU (it wakes at least every PARENT_CHECK_S) and ``max_gap_end`` when that gap ended (Unix
-    time, as ROS log stamps: to line it up with a node's fault), ``unsent`` counts replies the pty had no room for
-    (nobody read the earlier ones), ``max_handle_s`` is the longest from reading a packet to its reply written,
-    ``last_packet_s`` the time since the last packet came (the host stopped asking)."""
+    the server was off a CPU (it wakes at least every PARENT_CHECK_S), ``stalls`` lists the last gaps longer than
+    STALL_S as (when it ended, Unix time as in ROS log stamps, to line it up with a node's fault; seconds),
+    ``unsent`` counts replies the pty had no room for (nobody read the earlier ones), ``max_handle_s`` is the longest
+    from reading a packet to its reply written, ``last_packet_s`` the time since the last packet came (the host
+    stopped asking)."""
 
     max_gap_s: float = 0.0
-    max_gap_end: float = 0.0
+    stalls: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=20))
     max_handle_s: float = 0.0
     unsent: int = 0
     last_packet: float = 0.0
     last_wake: float = 0.0
 
     def wake(self, now: float) -> None:
-        if self.last_wake and now - self.last_wake > self.max_gap_s:
-            self.max_gap_s, self.max_gap_end = now - self.last_wake, time.time()
+        if self.last_wake:
+            gap = now - self.last_wake
+            self.max_gap_s = max(self.max_gap_s, gap)
+            if gap > STALL_S:
+                self.stalls.append((round(time.time(), 3), round(gap, 3)))
         self.last_wake = now
 
     def report(self) -> dict[str, float | int]:
         since = time.monotonic() - self.last_packet if self.last_packet else -1.0
-        return {"max_gap_s": round(self.max_gap_s, 4), "max_gap_end": round(self.max_gap_end, 3),
+        return {"max_gap_s": round(self.max_gap_s, 4), "stalls": list(self.stalls),
                 "max_handle_s": round(self.max_handle_s, 4), "unsent": self.unsent, "last_packet_s": round(since, 4)}
 
 
