@@ -34,7 +34,7 @@ export PYTHONPATH=$root:$root/ros2_ws/src/sgvla_ros${PYTHONPATH:+:$PYTHONPATH}
 if [ -z "$out" ]; then
   out=$(mktemp -d -t sgvla_stress.XXXXXX)
 else
-  # What is under test: the commit, or "uncommitted" when tracked files differ from it (not resumable).
+  # What is under test: the commit (tracked files as committed) and the test paths.
   commit=$(git rev-parse HEAD 2>/dev/null) || { echo "stress_tests.sh: --dir needs a git checkout" >&2; exit 2; }
   [ -z "$(git status --porcelain --untracked-files=no)" ] || {
     echo "stress_tests.sh: --dir: $root has uncommitted changes; runs in DIR must all test one commit" >&2; exit 2; }
@@ -61,9 +61,9 @@ stop_load() {
 run=  # the pytest of the run under way
 STOP_GRACE_S=60
 interrupted() {
-  # pytest takes SIGTERM as Ctrl-C (tests/children.py): its tests reap their children, then it ends. Once it went
-  # on instead (a test failed, the next ones ran: a handler of the test's own took the signal; which one is not
-  # known), so pytest gets SIGKILL after STOP_GRACE_S; its children die with it (PR_SET_PDEATHSIG).
+  # pytest takes SIGTERM as Ctrl-C (tests/children.py): its tests reap their children, then it ends. A test that
+  # takes the signal itself would keep it going (a launcher run in pytest's process once did: the test failed and
+  # the next ones ran), so pytest gets SIGKILL after STOP_GRACE_S; its children die with it (PR_SET_PDEATHSIG).
   echo "stress_tests.sh: interrupted" >&2
   if [ -n "$run" ] && kill -TERM "$run" 2>/dev/null; then
     ( sleep "$STOP_GRACE_S"; kill -KILL "$run" 2>/dev/null ) &
@@ -80,8 +80,7 @@ for _ in 1 2; do
   load+=($!)
 done
 
-done_runs() { ls "$out" | grep -c '^run[0-9]*\.rc$'; }
-before=$(done_runs)
+before=$(ls "$out" | grep -c '^run[0-9]*\.rc$')
 echo "stress: ${paths[*]}, $n run(s) ($before done before), 2 busy processes (pids ${load[*]}), logs in $out"
 for i in $(seq "$n"); do
   [ -e "$out/run$i.rc" ] && continue  # finished in an earlier invocation (--dir)

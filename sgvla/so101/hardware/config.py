@@ -27,7 +27,7 @@ class ArmConfig:
     fault_after_s: float = 2.0
 
     def __post_init__(self):
-        if not (isinstance(self.read_retries, int) and self.read_retries >= 0):
+        if self.read_retries < 0:  # (a whole number: the config loader converts to the field's type)
             raise ValueError(f"read_retries must be a whole number >= 0, got {self.read_retries!r}")
         if not 0.0 <= self.fault_after_s <= 10.0:
             raise ValueError(f"fault_after_s must be 0 to 10 s (0: fault after the first failed read), "
