@@ -18,8 +18,8 @@ sys.path.insert(0, sys.argv[1])
 from children import install  # tests/children.py
 install()
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], stdout=subprocess.DEVNULL)
-print(child.pid, flush=True)
-try:
+try:  # the pid, which the test waits for before it signals, only once the cleanup below is armed
+    print(child.pid, flush=True)
     time.sleep(300)
 finally:
     child.terminate()
