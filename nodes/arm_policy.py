@@ -321,8 +321,7 @@ class ArmPolicy(Node):
         try:
             return await self.run(goal, key, suite, policy)
         finally:
-            if isinstance(policy, So101ChunkedPolicy):
-                policy.close()  # the episode's inference thread
+            policy.close()  # what the episode holds (a chunked policy's inference thread); the policy stays cached
             if self.rollouts is not None:
                 self.rollouts.discard()  # the frames of an episode not saved (an infrastructure failure)
 

@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "annotate": "annotate",
     "eval": "eval",
     "report": "report",
+    "merge": "merge",
     "vlm-bench": "vlm_bench",
     "vlm-annotate": "vlm_annotate",
     "vlm-serve": "vlm_serve",

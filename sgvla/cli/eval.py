@@ -84,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
         except OSError as e:
             say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")
+    for name, stats in summary.policy_server.items():
+        if stats["batches"]:
+            console.print(f"policy server: {name}: {stats['steps']} steps in {stats['batches']} forward passes "
+                          f"(mean batch {stats['steps'] / stats['batches']:.2f}, sizes {stats['batch_sizes']})")
     if summary.complete:
         return 0
     if summary.stopped:

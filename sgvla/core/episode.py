@@ -158,7 +158,7 @@ class Episode:
         self.task, self.reference = task, reference
         self.source.reset()
         self.context = self._context(step)
-        self.policy.reset(self.context.prompt)
+        self.policy.reset(self.context.prompt, seed=self.key.seed)
         self.budget = self.policy.prompt_budget(self.context.prompt)
         self.start_prompt = self.context.prompt
 

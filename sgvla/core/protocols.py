@@ -71,9 +71,12 @@ class PolicyGaveUp(Exception):
 
 
 class Policy(Protocol):
+    """One episode at a time: `reset` starts an episode (its seed seeds whatever the policy samples, so the same
+    seed gives the same actions wherever the policy runs), `act` steps it, `close` frees what the policy holds."""
+
     name: str
 
-    def reset(self, prompt: str) -> None: ...
+    def reset(self, prompt: str, seed: int | None = None) -> None: ...
 
     def act(self, step: StepInput) -> np.ndarray:
         """The action for this step; raises PolicyGaveUp when it cannot act on `step`."""
@@ -81,6 +84,33 @@ class Policy(Protocol):
     def prompt_budget(self, prompt: str) -> PromptBudget | None: ...
 
     def decision(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+class BatchPolicy(Protocol):
+    """A policy that serves many episodes at once from one copy of its weights (what a policy server hosts).
+
+    Each episode is a session, an opaque object holding that episode's own state (action-chunk queue, prompt,
+    noise stream); `act_batch` steps several sessions together, in one forward pass where the policy can. The
+    item of a session whose policy gave up is the `PolicyGaveUp` itself, so one episode's end leaves the others
+    of its batch alone. `sgvla.policies.batch` adapts plain policies and turns a session into a `Policy`."""
+
+    name: str
+
+    def open_session(self) -> Any: ...
+
+    def reset_session(self, session: Any, prompt: str, seed: int | None) -> None: ...
+
+    def act_batch(self, sessions: Sequence[Any], steps: Sequence[StepInput]) -> list[np.ndarray | PolicyGaveUp]: ...
+
+    def session_budget(self, session: Any, prompt: str) -> PromptBudget | None: ...
+
+    def session_decision(self, session: Any) -> dict[str, Any]: ...
+
+    def close_session(self, session: Any) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Backend(Protocol):
@@ -106,5 +136,22 @@ class Backend(Protocol):
 
     def pick_place(self, target: str, place: str) -> Any:
         """The embodiment's pick-and-place controller for scripted policies."""
+
+    def robot_state(self) -> Any:
+        """The sgvla.core.state.RobotState now (what a robot's joint_states would report)."""
+
+    def camera_intrinsics(self) -> dict[str, np.ndarray]:
+        """K (3x3) per rendered camera at its image size."""
+
+    @property
+    def control_period_s(self) -> float:
+        """Simulated seconds per `step` (the clock of the topics the sim bridge publishes)."""
+
+    @property
+    def settle_steps(self) -> int:
+        """Simulator steps a reset takes before its first observation (off the episode's clock)."""
+
+    def record_facts(self) -> dict[str, Any]:
+        """What every record of this task states about how it ran (the perturbation as applied)."""
 
     def close(self) -> None: ...

@@ -16,6 +16,7 @@ the message, so a typo stops the run before the first episode; nothing is silent
 (`max_steps: null` means the suite's limit, `max_steps: 0` is an error).
 """
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,6 +33,57 @@ def _default_suite() -> SuiteConfig:
 
 def _default_policies() -> list[PolicyConfig]:
     return [PolicyConfig.choice("prompt_grounded")()]
+
+
+@dataclass
+class PolicyServerConfig:
+    """Which policies one batched policy server hosts for all workers (sgvla.policies.server), and how it batches.
+
+    serve: `auto` hosts the learned policies whenever episodes run in more than one worker (one copy of their
+    weights, one forward pass for the steps of concurrent episodes); `learned` does so even with one worker; `all`
+    hosts the scripted policies too; `none` gives every worker its own copy of every policy."""
+
+    serve: Literal["auto", "learned", "all", "none"] = "auto"
+    max_batch: int = 8  # most episode steps in one forward pass
+    max_wait_ms: float = 5.0  # how long a batch waits for more steps after its first (it goes when all are in)
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"policy_server.max_batch must be >= 1, got {self.max_batch}")
+        if not 0 <= self.max_wait_ms <= 10_000:
+            raise ValueError(f"policy_server.max_wait_ms must be within [0, 10000], got {self.max_wait_ms}")
+
+
+@dataclass
+class RayConfig:
+    """The Ray cluster of `executor: ray` (sgvla.eval.ray_executor)."""
+
+    address: str = "auto"  # a running cluster (`ray start --head` on one machine, `ray start --address` on others)
+    cpus_per_worker: float = 1.0  # CPUs Ray reserves for each simulator worker
+    gpus_per_server: float | None = None  # GPUs for the policy server; None: 1 when a served policy's device is cuda
+
+    def __post_init__(self) -> None:
+        if not self.address:
+            raise ValueError("ray.address is empty: the cluster's address (host:port), or auto for the one started "
+                             "on this machine with `ray start --head`")
+        if self.cpus_per_worker <= 0:
+            raise ValueError(f"ray.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
+        if self.gpus_per_server is not None and self.gpus_per_server < 0:
+            raise ValueError(f"ray.gpus_per_server must be >= 0, got {self.gpus_per_server}")
+
+
+_SHARD = re.compile(r"(\d+)/(\d+)")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """(i, N) of ``"i/N"``: the i-th of N shards, counted from 0."""
+    match = _SHARD.fullmatch(str(text))
+    index, count = (int(match[1]), int(match[2])) if match else (-1, 0)
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard {text!r} is not a part of the plan: write shard=i/N with whole numbers, N >= 1 "
+                         "shards and 0 <= i < N (counted from 0), e.g. shard=1/4 for the second of 4 shards "
+                         "(0/4 .. 3/4); 0/1 is the whole plan")
+    return index, count
 
 
 def _duplicates(items: list) -> list:
@@ -67,6 +119,16 @@ class EvalConfig:
     # counterbalanced (the same blocks, the modes' order in each block seeded ABBA: sgvla.eval.order), which a
     # run on a physical arm wants so that drift over the day does not favour one mode.
     order: Literal["matched", "counterbalanced"] = "matched"
+    # Which part of the plan this run holds, i/N (counted from 0): whole (task, seed) blocks, every mode and policy
+    # of each, dealt round-robin over N shards in plan order, so that the N jobs of a batch scheduler (a SLURM
+    # array) run one plan in N folders and `sgvla merge` joins them into one table (sgvla.eval.shards). Text, not a
+    # number: 0/1 is the whole plan.
+    shard: str = "0/1"
+    # Where episodes run: `local` (this machine: `workers` processes) or `ray` (simulator workers as actors of the
+    # Ray cluster at ray.address). Either way one policy server hosts the learned policies (policy_server).
+    executor: Literal["local", "ray"] = "local"
+    policy_server: PolicyServerConfig = field(default_factory=PolicyServerConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
     def __post_init__(self):
         for key in ("modes", "tasks", "policies"):
@@ -128,8 +190,15 @@ class EvalConfig:
             raise ValueError(f"alpha must be within (0, 1), got {self.alpha} (the significance level, e.g. 0.05)")
         if not self.output_dir:
             raise ValueError("output_dir is empty")
+        self.shard_index_count  # refuses anything but i/N with 0 <= i < N, naming the setting and an example
         if self.render_images is False and self.images_needed:
             raise ValueError("render_images=false, but a learned policy, the graph source or video needs images")
+
+    @property
+    def shard_index_count(self) -> tuple[int, int]:
+        """(i, N) of `shard`: this run holds the i-th of N parts of the plan."""
+
+        return parse_shard(self.shard)
 
     @property
     def images_needed(self) -> bool:

@@ -36,7 +36,10 @@ VLM_CLIENT = "vlm_client.yaml"
 SUPERSEDED = "superseded"
 # Plan settings that change neither an outcome nor the table (images are rendered whenever something reads
 # them, so rendering more of them, or videos, changes nothing).
-HARMLESS = frozenset({"name", "workers", "output_dir", "on_infra_failure", "video", "render_images"})
+# Where and how episodes run changes no outcome either: a served policy's batched forward pass agrees with its
+# batch-of-one pass within float rounding, and every episode draws its noise from its own seed.
+HARMLESS = frozenset({"name", "workers", "output_dir", "on_infra_failure", "video", "render_images", "executor",
+                      "policy_server", "ray"})
 # Client settings that only change how a VLM is reached, not what it answers.
 HARMLESS_CLIENT = frozenset({"concurrency", "timeout_s", "max_retries", "backoff_s", "api_key_env"})
 # Files of a run that a new run moves aside.

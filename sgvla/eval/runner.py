@@ -2,8 +2,11 @@
 
 Episodes already in the run's `episodes.jsonl` are skipped, so rerunning a killed command finishes
 the plan with every episode recorded exactly once. With `workers > 1` episodes run in separate
-processes (each keeps its own simulator and policies), at most one per worker at a time; records are
-written by this process only, one line per finished episode.
+processes (each keeps its own simulator), at most one per worker at a time; records are written by this
+process only, one line per finished episode. The learned policies then live in one policy server
+(`sgvla.eval.serving`, a process of its own) that batches the steps of concurrent episodes, so N workers
+share one copy of the weights; a server that dies costs its running episodes (infrastructure failures) and
+is restarted. `executor: ray` runs the same on a Ray cluster (`sgvla.eval.ray_executor`).
 
 An episode whose infrastructure fails (the graph source, the simulator, a worker process) is no
 result: it goes to `infra_failures.jsonl` with the reason (`sgvla.eval.results`), stays out of the
@@ -24,7 +27,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -42,6 +46,9 @@ from sgvla.eval.loop import run_episode  # noqa: E402
 from sgvla.eval.order import counterbalanced  # noqa: E402
 from sgvla.eval.results import INFRA_FAILURES  # noqa: E402
 from sgvla.eval.run_dir import RunDir  # noqa: E402
+from sgvla.eval.serving import build_policy_server, served_policies  # noqa: E402
+from sgvla.eval.shards import shard_keys  # noqa: E402
+from sgvla.policies.remote import LocalServer, PolicyServerLost, RemotePolicy  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -52,26 +59,34 @@ class WorkerSetupError(RuntimeError):
     """A worker could not build its simulator, policies or VLM: no episode can run."""
 
 
-def plan(cfg: EvalConfig) -> list[EpisodeKey]:
+def plan(cfg: EvalConfig, all_shards: bool = False) -> list[EpisodeKey]:
     """Matched order: for each task and seed, every mode and policy back to back; with `order: counterbalanced`
-    the modes of each such block in a seeded ABBA order (`sgvla.eval.order`)."""
+    the modes of each such block in a seeded ABBA order (`sgvla.eval.order`). Of those, the episodes of the plan's
+    `shard` (whole blocks, dealt round-robin: `sgvla.eval.shards`), or with `all_shards` every one (what `sgvla
+    merge` checks the shards against)."""
+
     keys = [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
             for task in cfg.tasks for seed in cfg.seeds for mode in cfg.modes for p in cfg.policies]
-    return counterbalanced(keys, cfg.modes, cfg.seed_offset) if cfg.order == "counterbalanced" else keys
+    if cfg.order == "counterbalanced":  # before sharding: a block's ABBA order does not depend on the shards
+        keys = counterbalanced(keys, cfg.modes, cfg.seed_offset)
+    return keys if all_shards else shard_keys(keys, *cfg.shard_index_count)
 
 
 class Worker:
     """The simulator (one task's at a time), graph source and policies of one process, reused across the
     episodes it runs. Everything comes from the plan's registered choices: the suite builds the backend, the
-    graph source its source, each policy config its policy."""
+    graph source its source, each policy config its policy; the policies a policy server hosts are reached
+    through `endpoint` (whose `client()` connects to it)."""
 
-    def __init__(self, cfg: EvalConfig):
+    def __init__(self, cfg: EvalConfig, endpoint=None):
         self.cfg = cfg
         self.ontology = load_ontology(cfg.ontology)
         self.configs = {p.display_name: p for p in cfg.policies}
         self.backend = self.source = None
         self._task: int | None = None
         self._policies: dict = {}
+        self.client = endpoint.client() if endpoint is not None else None
+        self.served = set(served_policies(cfg)) if endpoint is not None else set()
 
     def open(self, task_id: int):
         """The backend of `task_id` (built when the task changes) and its graph source."""
@@ -93,6 +108,8 @@ class Worker:
                     log.warning("closing the simulator of task %s failed", self._task, exc_info=True)
 
     def policy(self, name: str):
+        if name not in self._policies and name in self.served:
+            self._policies[name] = RemotePolicy(name, self.client)
         if name not in self._policies:
             config = self.configs[name]
             env_config = self.cfg.suite.lerobot_env_config() if config.learned else None
@@ -125,6 +142,14 @@ class Worker:
 
     def close_runner(self) -> None:
         self.close_backend()
+        for policy in self._policies.values():
+            try:
+                policy.close()
+            except Exception:
+                log.warning("closing policy %s failed", policy.name, exc_info=True)
+        self._policies.clear()
+        if self.client is not None:
+            self.client.close()
 
 
 _worker: Worker | None = None
@@ -139,12 +164,12 @@ def end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _init_worker(cfg: EvalConfig, parent: int) -> None:
+def _init_worker(cfg: EvalConfig, parent: int, endpoint=None) -> None:
     global _worker, _setup_error
     end_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; workers end with it
     try:
-        _worker = Worker(cfg)
+        _worker = Worker(cfg, endpoint)
     except Exception as e:  # reported with each episode this worker is given, as a message, not a traceback
         _setup_error = f"{type(e).__name__}: {e}"
         return
@@ -193,6 +218,7 @@ class RunSummary:
     not_run: int  # plan episodes this run did not get to (it stopped)
     stopped: str = ""  # why the run ended before the plan did
     superseded: Path | None = None  # where --new-run moved the previous run
+    policy_server: dict = field(default_factory=dict)  # the policy server's batching stats, per served policy
 
     @property
     def complete(self) -> bool:
@@ -207,9 +233,9 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return "error", f"{type(exc).__name__}: {exc}"
 
 
-def _in_process(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool]) -> Iterator:
+def _in_process(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool], server=None) -> Iterator:
     try:
-        worker = Worker(cfg)
+        worker = Worker(cfg, server.endpoint if server else None)
     except Exception as e:
         raise WorkerSetupError(f"{type(e).__name__}: {e}") from e
     try:
@@ -221,13 +247,16 @@ def _in_process(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool
             except Exception as e:
                 outcome = e
             yield episode, outcome
+            if isinstance(outcome, PolicyServerLost) and server is not None and not server.alive:
+                server.restart()
     finally:
         worker.close_runner()
 
 
-def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool]) -> Iterator:
+def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool], server=None) -> Iterator:
     """Episodes on `cfg.workers` processes, one each at a time, so a lost worker costs only the episodes then
-    running; those are reported as `BrokenProcessPool` and a new pool runs the rest."""
+    running; those are reported as `BrokenProcessPool` and a new pool runs the rest. A lost policy server costs
+    the episodes then running (`PolicyServerLost`) and is restarted before the next is submitted."""
     queue = deque(todo)
     pool: ProcessPoolExecutor | None = None
     running: dict = {}
@@ -236,8 +265,10 @@ def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool]) 
         while queue or running:
             if pool is None:
                 pool = ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                           initargs=(cfg, os.getpid()))
+                                           initargs=(cfg, os.getpid(), server.endpoint if server else None))
             lost = False
+            if server is not None and not server.alive:
+                server.restart()
             while queue and len(running) < cfg.workers and not stop():
                 try:
                     running[pool.submit(_run_in_worker, queue[0])] = queue[0]
@@ -282,7 +313,14 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
         wins: Counter = Counter()
         counts: Counter = Counter()
         stopped = ""
-        outcomes = (_in_process if cfg.workers == 1 else _in_pool)(cfg, todo, lambda: bool(stopped))
+        server = None
+        server_stats: dict = {}
+        if todo and cfg.executor == "local" and served_policies(cfg):
+            try:
+                server = LocalServer(partial(build_policy_server, cfg)).start()
+            except RuntimeError as e:
+                todo, stopped = [], f"a worker could not be set up, so no episode can run: {e}"
+        outcomes = _executor(cfg)(cfg, todo, lambda: bool(stopped), server)
         try:
             for episode, outcome in outcomes:
                 if isinstance(outcome, WorkerSetupError):
@@ -308,7 +346,19 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
         finally:
             outcomes.close()  # ends the workers now if this run was interrupted
             bar.close()
+            if server is not None:
+                server_stats = server.stats()
+                server.stop()
         outstanding = {k: r for k, r in infra.outstanding(results).items() if k in keys}
         not_run = sum(k not in results and k not in outstanding for k in keys)
         return RunSummary(results.path, len(keys), counts["recorded"], counts["infra"], outstanding, not_run,
-                          stopped, run.superseded)
+                          stopped, run.superseded, server_stats)
+
+
+def _executor(cfg: EvalConfig) -> Callable[..., Iterator]:
+    """How the plan's episodes run: (cfg, todo, stop, server) -> (episode, record or exception) as they end."""
+    if cfg.executor == "ray":
+        from sgvla.eval.ray_executor import in_ray
+
+        return in_ray
+    return _in_process if cfg.workers == 1 else _in_pool

@@ -6,7 +6,9 @@ so that a score here means what it means there: `make_policy(cfg, env_cfg=LIBERO
 per step `preprocess_observation` -> `observation["task"] = [prompt]` -> env preprocessor ->
 preprocessor -> `select_action` under `torch.inference_mode()` -> postprocessor -> env postprocessor.
 The prompt (task string, possibly with a scene graph composed into it) goes exactly where the eval
-puts the task description.
+puts the task description. `select_action`'s action queue is kept per episode (a session), so one model
+serves many episodes: the sessions whose chunk ran out share one `predict_action_chunk` forward pass (what
+`select_action` calls), each drawing its flow-matching noise from a generator seeded by its episode.
 
 Language-conditioned policies truncate their prompt: pi0 and smolvla tokenize at most 48 tokens,
 pi05 200. pi05 first rewrites it to ``Task: <prompt>, State: <bins>;\\nAction: `` with underscores and
@@ -21,7 +23,9 @@ import logging
 import os
 import re
 from contextlib import nullcontext
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +40,7 @@ from lerobot.policies import make_policy, make_pre_post_processors
 from lerobot.processor import PolicyProcessorPipeline, TokenizerProcessorStep
 from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS, OBS_STATE
 
-from sgvla.core.protocols import PromptBudget, StepInput
+from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
 from sgvla.scene_graph.serialize import CONTEXT_HEADER
 
 logger = logging.getLogger(__name__)
@@ -159,43 +163,107 @@ class LeRobotPolicy:
         )
 
         state = cfg.robot_state_feature
-        self.meter = PromptMeter.of(self.preprocessor, torch.zeros(1, *state.shape) if state else None)
+        self._zero_state = torch.zeros(1, *state.shape) if state else None
+        self.meter = PromptMeter.of(self.preprocessor, self._zero_state)
         if self.meter is not None:
             self.preprocessor.register_before_step_hook(self._capture_text)
             self.preprocessor.register_after_step_hook(self._capture_tokens)
-        self._received_text: str | None = None
-        self._received_ids: torch.Tensor | None = None
+        # Steps that keep what they last saw (pi05's relative actions keep the state for the postprocessor's way
+        # back): restored per session before its action is postprocessed, as if it had been stepped alone.
+        self._stateful = [step for step in self.preprocessor.steps if hasattr(step, "_last_state")]
+        # Flow-matching policies (smolvla, pi0, pi05) start each chunk from noise: drawn from the session's own
+        # generator, seeded by the episode, so an episode's actions do not depend on what else shares the batch.
+        self._noise_shape = noise_shape(self.policy)
+        self._capturing: _Session | None = None
+        tokenizer = self.meter.step.input_tokenizer if self.meter is not None else None
+        self._padding = (tokenizer.pad_token_id or 0, self.meter.step.padding_side) if tokenizer is not None else (0,
+                                                                                                                "right")
+        self._session = self.open_session()
         self._warned = False
 
-    # -- Policy interface -------------------------------------------------------------------
+    # -- Policy interface: one episode at a time, on a session of its own -------------------------
 
-    def reset(self, prompt: str) -> None:
-        """Start an episode: clear the action queue (all lerobot_eval does between episodes)."""
-        self.policy.reset()
-        self._received_text = self._received_ids = None
+    def reset(self, prompt: str, seed: int | None = None) -> None:
+        """Start an episode: a fresh action queue (all lerobot_eval does between episodes), noise seeded by `seed`."""
+        self._session = self.open_session()
+        self.reset_session(self._session, prompt, seed)
 
     def act(self, step: StepInput) -> np.ndarray:
-        amp = torch.autocast(device_type=self.policy.config.device) if self.cfg.use_amp else nullcontext()
-        with torch.no_grad(), amp:
-            observation = preprocess_observation(_batched(step.observation))
-            observation["task"] = [step.prompt]
-            observation = self.env_preprocessor(observation)
-            if self.meter is not None and OBS_STATE in observation:
-                self.meter.state = observation[OBS_STATE]  # pi05 writes the state into its prompt
-            observation = self.preprocessor(observation)
-            with torch.inference_mode():
-                action = self.policy.select_action(observation)
-            action = self.postprocessor(action)
-            action = self.env_postprocessor({ACTION: action})[ACTION]
-        return action.to("cpu").numpy()[0]
+        action = self.act_batch([self._session], [step])[0]
+        assert isinstance(action, np.ndarray)  # a LeRobot policy never gives up
+        return action
 
     def prompt_budget(self, prompt: str) -> PromptBudget | None:
         """Tokens of `prompt` as the tokenizer step sees it, the budget, and triplets kept whole.
 
         None for policies without language input. Warns once per policy when a prompt is truncated.
         """
+        return self.session_budget(self._session, prompt)
+
+    def decision(self) -> dict[str, Any]:
+        """Nothing: a learned policy decides no more than its actions (its prompt budget is reported apart)."""
+        return {}
+
+    # -- BatchPolicy interface: many episodes, one model ------------------------------------------
+
+    def open_session(self) -> _Session:
+        return _Session()
+
+    def reset_session(self, session: _Session, prompt: str, seed: int | None) -> None:
+        session.queue.clear()
+        session.state = session.received_text = session.received_ids = None
+        session.generator = seeded_generator(seed)
+        coeff = getattr(self.cfg, "temporal_ensemble_coeff", None)
+        if coeff is not None:  # ACT's temporal ensembling: a chunk every step, averaged per episode
+            from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
+
+            session.ensembler = ACTTemporalEnsembler(coeff, self.cfg.chunk_size)
+
+    def act_batch(self, sessions: Sequence[_Session], steps: Sequence[StepInput]) -> list[np.ndarray | PolicyGaveUp]:
+        """One step of each session, as `lerobot_eval` steps one env: every observation through the processors,
+        and one forward pass (`predict_action_chunk`) for the sessions whose chunk has run out; each session then
+        plays the next action of its own chunk (`select_action`'s queue, kept per session)."""
+        amp = torch.autocast(device_type=self.policy.config.device) if self.cfg.use_amp else nullcontext()
+        with torch.no_grad(), amp:
+            prepared = [self._prepare(session, step) for session, step in zip(sessions, steps, strict=True)]
+            need = [i for i, session in enumerate(sessions) if session.ensembler is not None or not session.queue]
+            if need:
+                batch = stack_batches([prepared[i][0] for i in need], *self._padding)
+                extra = {}
+                if self._noise_shape is not None:
+                    noise = [torch.randn(self._noise_shape, generator=sessions[i].generator) for i in need]
+                    extra["noise"] = torch.cat(noise).to(self.policy.config.device)
+                with torch.inference_mode():
+                    chunks = self.policy.predict_action_chunk(batch, **extra)
+                for row, i in enumerate(need):
+                    sessions[i].adopt(chunks[row:row + 1], self.cfg.n_action_steps)
+            actions = []
+            for session, (_, kept) in zip(sessions, prepared, strict=True):
+                for step, state in zip(self._stateful, kept, strict=True):
+                    step._last_state = state
+                action = self.postprocessor(session.queue.popleft())
+                action = self.env_postprocessor({ACTION: action})[ACTION]
+                actions.append(action.to("cpu").numpy()[0])
+        return actions
+
+    def _prepare(self, session: _Session, step: StepInput) -> tuple[dict[str, Any], list]:
+        """The observation through the env and policy preprocessors (batch of one), and the stateful steps' state."""
+        observation = preprocess_observation(_batched(step.observation))
+        observation["task"] = [step.prompt]
+        observation = self.env_preprocessor(observation)
+        if OBS_STATE in observation:
+            session.state = observation[OBS_STATE]  # pi05 writes the state into its prompt
+        self._capturing = session
+        try:
+            observation = self.preprocessor(observation)
+        finally:
+            self._capturing = None
+        return observation, [step._last_state for step in self._stateful]
+
+    def session_budget(self, session: _Session, prompt: str) -> PromptBudget | None:
         if self.meter is None:
             return None
+        self.meter.state = session.state if session.state is not None else self._zero_state
         budget = self.meter.budget(prompt)
         if budget.truncated and not self._warned:
             self._warned = True
@@ -206,29 +274,103 @@ class LeRobotPolicy:
             )
         return budget
 
-    def decision(self) -> dict[str, Any]:
-        """Nothing: a learned policy decides no more than its actions (its prompt budget is reported apart)."""
+    def session_decision(self, session: _Session) -> dict[str, Any]:
         return {}
+
+    def close_session(self, session: _Session) -> None:
+        session.queue.clear()
+
+    def close(self) -> None:
+        """Nothing held beyond memory: the model goes with the last reference to this object."""
 
     # -- what reached the model ---------------------------------------------------------------
 
     @property
     def received(self) -> ReceivedPrompt | None:
         """The prompt of the last step as the tokenizer step got it, and the part the model kept."""
-        if self._received_text is None or self._received_ids is None:
+        session = self._session
+        if session.received_text is None or session.received_ids is None:
             return None
-        kept = self.meter.step.input_tokenizer.decode(self._received_ids, skip_special_tokens=True)
-        return ReceivedPrompt(text=self._received_text, kept=kept)
+        kept = self.meter.step.input_tokenizer.decode(session.received_ids, skip_special_tokens=True)
+        return ReceivedPrompt(text=session.received_text, kept=kept)
 
     def _capture_text(self, index: int, transition: dict) -> None:
-        if index == self.meter.index:
-            self._received_text = transition[TransitionKey.COMPLEMENTARY_DATA][self.meter.step.task_key][0]
+        if index == self.meter.index and self._capturing is not None:
+            self._capturing.received_text = transition[TransitionKey.COMPLEMENTARY_DATA][self.meter.step.task_key][0]
 
     def _capture_tokens(self, index: int, transition: dict) -> None:
-        if index == self.meter.index:
+        if index == self.meter.index and self._capturing is not None:
             observation = transition[TransitionKey.OBSERVATION]
             mask = observation[OBS_LANGUAGE_ATTENTION_MASK][0].cpu()
-            self._received_ids = observation[OBS_LANGUAGE_TOKENS][0].cpu()[mask]
+            self._capturing.received_ids = observation[OBS_LANGUAGE_TOKENS][0].cpu()[mask]
+
+
+@dataclass
+class _Session:
+    """One episode's state in a `LeRobotPolicy`: its action queue, noise stream and what reached the model."""
+
+    queue: deque = field(default_factory=deque)  # actions (1, action_dim) still to play, before postprocessing
+    generator: torch.Generator | None = None
+    ensembler: Any = None  # ACT's temporal ensembler, when the checkpoint uses one
+    state: torch.Tensor | None = None  # the last observed state (what pi05 writes into its prompt)
+    received_text: str | None = None
+    received_ids: torch.Tensor | None = None
+
+    def adopt(self, chunk: torch.Tensor, n_action_steps: int) -> None:
+        """A new chunk (1, chunk_size, action_dim): its first `n_action_steps` actions are played, or, with temporal
+        ensembling, this step's ensembled action."""
+        if self.ensembler is not None:
+            self.queue.append(self.ensembler.update(chunk))
+        else:
+            self.queue.extend(chunk[:, :n_action_steps].transpose(0, 1))
+
+
+def noise_shape(policy: Any) -> tuple[int, int, int] | None:
+    """The shape of one episode's noise for a chunk of a flow-matching policy (smolvla, pi0, pi05); None for others."""
+    if not hasattr(getattr(policy, "model", None), "sample_noise"):
+        return None
+    return (1, policy.config.chunk_size, policy.config.max_action_dim)
+
+
+def seeded_generator(seed: int | None) -> torch.Generator:
+    """An episode's noise stream: seeded by its seed, or at random without one."""
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return generator
+
+
+def stack_batches(observations: list[dict[str, Any]], pad_token_id: int = 0, padding_side: str = "right"
+                  ) -> dict[str, Any]:
+    """Preprocessed observations (batches of one) as one batch: tensors concatenated, lists joined. Prompts that a
+    tokenizer padded to their own length (`padding="longest"`, as SmolVLA's) are padded to the longest of the batch
+    with `pad_token_id` and a false attention mask, as a batch tokenized together would be."""
+    first = observations[0]
+    if len(observations) == 1:
+        return first
+    batch: dict[str, Any] = {}
+    for key, value in first.items():
+        values = [o[key] for o in observations]
+        if isinstance(value, torch.Tensor):
+            if key in (OBS_LANGUAGE_TOKENS, OBS_LANGUAGE_ATTENTION_MASK):
+                values = _padded(values, pad_token_id if key == OBS_LANGUAGE_TOKENS else 0, padding_side)
+            batch[key] = torch.cat(values)
+        elif isinstance(value, list):
+            batch[key] = [item for v in values for item in v]
+        else:
+            batch[key] = value
+    return batch
+
+
+def _padded(tensors: list[torch.Tensor], value: int, side: str) -> list[torch.Tensor]:
+    longest = max(t.shape[1] for t in tensors)
+    out = []
+    for t in tensors:
+        pad = (0, longest - t.shape[1]) if side == "right" else (longest - t.shape[1], 0)
+        out.append(torch.nn.functional.pad(t, pad, value=value) if pad != (0, 0) else t)
+    return out
 
 
 class PromptMeter:

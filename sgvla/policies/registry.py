@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sgvla.core.protocols import Policy
+from sgvla.core.protocols import BatchPolicy, Policy
 from sgvla.core.registry import Choice
 from sgvla.scene_graph import Ontology
 
@@ -32,6 +32,13 @@ class PolicyConfig(Choice, kind="policy"):
     def make(self, *, ontology: Ontology, env_config: Any = None) -> Policy:
         """The policy; `env_config` is the embodiment's LeRobot env config (learned policies' processors)."""
         raise NotImplementedError
+
+    def make_batch(self, *, ontology: Ontology, env_config: Any = None) -> BatchPolicy:
+        """The policy as a policy server hosts it, serving many episodes at once. By default an instance per
+        episode (right for policies without weights); learned policies share one model."""
+        from sgvla.policies.batch import PerSession
+
+        return PerSession(lambda: self.make(ontology=ontology, env_config=env_config), self.display_name)
 
 
 @dataclass
@@ -63,14 +70,26 @@ class LeRobotPolicyConfig(PolicyConfig):
         return LeRobotPolicy(self.path, device=self.device, max_prompt_tokens=self.max_prompt_tokens,
                              name=self.name, env_cfg=env_config, policy_type=self.checkpoint_type)
 
+    def make_batch(self, *, ontology: Ontology, env_config: Any = None) -> BatchPolicy:
+        policy = self.make(ontology=ontology, env_config=env_config)
+        if not hasattr(policy, "act_batch"):
+            raise TypeError(f"{type(policy).__name__} ({self.display_name}) cannot serve several episodes at once")
+        return policy
 
-def _checkpoint_config(policy_type: str) -> type[LeRobotPolicyConfig]:
-    """The registered config of one LeRobot policy type: a checkpoint that must hold that type."""
-    namespace = {"checkpoint_type": policy_type, "__doc__": f"A LeRobot {policy_type} checkpoint.", "__module__": __name__}
-    return PolicyConfig.register(policy_type)(dataclass(type(f"{policy_type}Config", (LeRobotPolicyConfig,), namespace)))
+
+def _checkpoint_config(policy_type: str, class_name: str) -> type[LeRobotPolicyConfig]:
+    """The registered config of one LeRobot policy type: a checkpoint that must hold that type. `class_name` is the
+    module attribute it is bound to: pickle finds a class by module and name, so a plan holding it reaches worker
+    processes (a name that is not the attribute's fails there with PicklingError)."""
+    namespace = {"checkpoint_type": policy_type, "__doc__": f"A LeRobot {policy_type} checkpoint.", "__module__": __name__,
+                 "__qualname__": class_name}
+    return PolicyConfig.register(policy_type)(dataclass(type(class_name, (LeRobotPolicyConfig,), namespace)))
 
 
-ACTConfig, SmolVLAConfig, Pi0Config, Pi05Config = map(_checkpoint_config, ("act", "smolvla", "pi0", "pi05"))
+ACTConfig = _checkpoint_config("act", "ACTConfig")
+SmolVLAConfig = _checkpoint_config("smolvla", "SmolVLAConfig")
+Pi0Config = _checkpoint_config("pi0", "Pi0Config")
+Pi05Config = _checkpoint_config("pi05", "Pi05Config")
 
 
 @PolicyConfig.register("lerobot")

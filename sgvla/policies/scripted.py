@@ -48,17 +48,27 @@ def candidate_group(ontology: Ontology) -> tuple[str, ...]:
     """The objects interchangeable with the manipulated one (the two identical bowls), itself included."""
     return next((g for g in ontology.interchangeable if ontology.manipulated in g), (ontology.manipulated,))
 
+class ScriptedPolicy:
+    """What every scripted policy shares: no tokenizer (no prompt budget) and nothing to free."""
+
+    def prompt_budget(self, prompt: str) -> PromptBudget | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
 _PLACE = re.compile(r"\b(?:place|put) it (?:on|onto|in|into) (?:the )?(?P<obj>[a-z ]+?)\s*$")
 
 
-class ExpertPolicy:
+class ExpertPolicy(ScriptedPolicy):
     """Privileged: picks the goal's target object, whatever the prompt says."""
 
     def __init__(self, name: str = "expert"):
         self.name = name
         self.controller = None
 
-    def reset(self, prompt: str) -> None:
+    def reset(self, prompt: str, seed: int | None = None) -> None:
         self.controller = None
 
     def act(self, step: StepInput) -> np.ndarray:
@@ -67,9 +77,6 @@ class ExpertPolicy:
             require_objects(step.scene, target, place)
             self.controller = pick_place(step.info, target, place)
         return self.controller.act(step.scene)
-
-    def prompt_budget(self, prompt: str) -> PromptBudget | None:
-        return None
 
     def decision(self) -> dict[str, Any]:
         return {"target": self.controller.target_object if self.controller else None, "source": "goal"}
@@ -88,7 +95,7 @@ def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, l
                           np.array([box[n] for n in names]), {n: box[n] for n in landmarks}), names
 
 
-class PromptGroundedPolicy:
+class PromptGroundedPolicy(ScriptedPolicy):
     """Resolves the target from the prompt; see the module docstring."""
 
     def __init__(self, ontology: Ontology, name: str = "prompt_grounded"):
@@ -100,7 +107,7 @@ class PromptGroundedPolicy:
         self.place: str | None = None
         self.controller = None
 
-    def reset(self, prompt: str) -> None:
+    def reset(self, prompt: str, seed: int | None = None) -> None:
         self.prompt = prompt
         self.grounding = self.target = self.place = self.controller = None
 
@@ -122,9 +129,6 @@ class PromptGroundedPolicy:
             require_objects(step.scene, self.place)
             self.controller = pick_place(step.info, self.target, self.place)
         return self.controller.act(step.scene)
-
-    def prompt_budget(self, prompt: str) -> PromptBudget | None:
-        return None
 
     def decision(self) -> dict[str, Any]:
         if self.grounding is None:
@@ -152,7 +156,7 @@ class PromptGroundedConfig(PolicyConfig):
         return PromptGroundedPolicy(ontology, self.display_name)
 
 
-class HoldPolicy:
+class HoldPolicy(ScriptedPolicy):
     """Reads joint states only: holds the pose it starts in, the base joint turning `pan_step_deg` per step (0: it
     holds still). A policy for protocol runs on the arm (the operator's confirm, verdict, redo, home pose) that
     needs no model and no privileged scene."""
@@ -163,7 +167,7 @@ class HoldPolicy:
         self.start: np.ndarray | None = None
         self.steps = 0
 
-    def reset(self, prompt: str) -> None:
+    def reset(self, prompt: str, seed: int | None = None) -> None:
         self.start, self.steps = None, 0
 
     def act(self, step: StepInput) -> np.ndarray:
@@ -173,9 +177,6 @@ class HoldPolicy:
         action = self.start.copy()
         action[0] += self.pan_step_deg * self.steps
         return action
-
-    def prompt_budget(self, prompt: str) -> PromptBudget | None:
-        return None
 
     def decision(self) -> dict[str, Any]:
         return {}

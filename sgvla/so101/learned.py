@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,8 +88,11 @@ class So101Checkpoint:
             preprocessor_overrides={"device_processor": device_override,
                                     "rename_observations_processor": {"rename_map": {}}},
             postprocessor_overrides={"device_processor": device_override})
-        self.type = cfg.type
+        self.type, self.device = cfg.type, device
         self._torch = torch
+        from sgvla.policies.lerobot_vla import noise_shape
+
+        self.noise_shape = noise_shape(self.policy)
 
     def reset(self) -> None:
         self.policy.reset()
@@ -109,18 +112,33 @@ class So101Checkpoint:
         batch["task"] = [task]
         return batch
 
-    def chunk(self, observation: So101Observation, task: str) -> np.ndarray:
+    def chunk(self, observation: So101Observation, task: str, generator: Any = None) -> np.ndarray:
         """The next goals (n, 6), LeRobot units, from this observation (its step is the chunk's first)."""
+        return self.chunks([observation], [task], [generator])[0]
+
+    def chunks(self, observations: Sequence[So101Observation], tasks: Sequence[str],
+               generators: Sequence[Any] | None = None) -> list[np.ndarray]:
+        """`chunk` of several episodes in one forward pass; each flow-matching episode's noise from its generator
+        (None: drawn at random)."""
+        from sgvla.policies.lerobot_vla import stack_batches
+
+        torch = self._torch
         started = time.monotonic()
-        with self._torch.inference_mode():
-            batch = self.preprocessor(self.batch(observation, task))
-            actions = self.policy.predict_action_chunk(batch)
+        with torch.inference_mode():
+            batch = stack_batches([self.preprocessor(self.batch(o, t)) for o, t in zip(observations, tasks,
+                                                                                      strict=True)])
+            extra = {}
+            if self.noise_shape is not None:
+                generators = generators or [None] * len(observations)
+                extra["noise"] = torch.cat([torch.randn(self.noise_shape, generator=g) for g in generators]).to(
+                    self.device)
+            actions = self.policy.predict_action_chunk(batch, **extra)
             if actions.ndim == 2:
                 actions = actions.unsqueeze(0)
             goals = [self.postprocessor(actions[:, i, :]) for i in range(actions.shape[1])]
-            out = self._torch.stack(goals, dim=1)[0].float().cpu().numpy()
+            out = self._torch.stack(goals, dim=1).float().cpu().numpy()
         time.sleep(max(0.0, self.min_inference_s - (time.monotonic() - started)))
-        return out
+        return list(out)
 
 
 @dataclass
@@ -210,10 +228,19 @@ class ChunkedActor:
         self._thread.join(timeout=30)
 
 
+@dataclass
+class So101Session:
+    """One twin episode's goals still to play and its noise stream."""
+
+    queue: list = field(default_factory=list)
+    generator: Any = None
+
+
 class So101LeRobotPolicy:
     """A checkpoint as an in-process `Policy` of the twin suite: ``act`` takes the twin backend's raw observation
     (joint radians in JOINTS order, images by camera) and returns joint targets in radians. The evaluation loop
-    waits for it, so chunks play one goal per step and the next is computed when one runs out."""
+    waits for it, so chunks play one goal per step and the next is computed when one runs out. As a `BatchPolicy`
+    (a policy server's) it keeps each episode's queue in a session and computes due chunks in one pass."""
 
     def __init__(self, checkpoint: So101Checkpoint, name: str) -> None:
         import torch
@@ -221,27 +248,53 @@ class So101LeRobotPolicy:
         from sgvla.policies.lerobot_vla import PromptMeter
 
         self.checkpoint, self.name = checkpoint, name
-        self._queue: list[np.ndarray] = []
+        self._session = So101Session()
         # the prompt as the checkpoint's tokenizer sees it (None: no language input, e.g. ACT)
         self.meter = PromptMeter.of(checkpoint.preprocessor, torch.zeros(1, len(JOINTS)))
 
-    def reset(self, prompt: str) -> None:
-        self.checkpoint.reset()
-        self._queue = []
+    def reset(self, prompt: str, seed: int | None = None) -> None:
+        self._session = self.open_session()
+        self.reset_session(self._session, prompt, seed)
 
     def act(self, step) -> np.ndarray:
-        if not self._queue:
-            raw = step.observation
-            observation = So101Observation(from_radians(JOINTS, list(raw["agent_pos"])), raw.get("pixels", {}))
-            self._queue = list(self.checkpoint.chunk(observation, step.prompt))
-        goal = self._queue.pop(0)
-        return np.array(to_radians(dict(zip(JOINTS, map(float, goal)))))
+        return self.act_batch([self._session], [step])[0]
 
     def prompt_budget(self, prompt: str):
         return None if self.meter is None else self.meter.budget(prompt)
 
     def decision(self) -> dict[str, Any]:
         return {}
+
+    def close(self) -> None:
+        pass
+
+    def open_session(self) -> So101Session:
+        return So101Session()
+
+    def reset_session(self, session: So101Session, prompt: str, seed: int | None) -> None:
+        from sgvla.policies.lerobot_vla import seeded_generator
+
+        session.queue, session.generator = [], seeded_generator(seed)
+
+    def act_batch(self, sessions: Sequence[So101Session], steps: Sequence[Any]) -> list[np.ndarray]:
+        due = [i for i, session in enumerate(sessions) if not session.queue]
+        if due:
+            observations = [So101Observation(from_radians(JOINTS, list(steps[i].observation["agent_pos"])),
+                                              steps[i].observation.get("pixels", {})) for i in due]
+            chunks = self.checkpoint.chunks(observations, [steps[i].prompt for i in due],
+                                            [sessions[i].generator for i in due])
+            for i, chunk in zip(due, chunks, strict=True):
+                sessions[i].queue = list(chunk)
+        return [np.array(to_radians(dict(zip(JOINTS, map(float, session.queue.pop(0)))))) for session in sessions]
+
+    def session_budget(self, session: So101Session, prompt: str):
+        return self.prompt_budget(prompt)
+
+    def session_decision(self, session: So101Session) -> dict[str, Any]:
+        return {}
+
+    def close_session(self, session: So101Session) -> None:
+        session.queue = []
 
 
 class So101ChunkedPolicy(So101LeRobotPolicy):
@@ -262,7 +315,7 @@ class So101ChunkedPolicy(So101LeRobotPolicy):
         self._step = 0
         self._waited = 0  # steps before the first chunk came (the arm held)
 
-    def reset(self, prompt: str) -> None:
+    def reset(self, prompt: str, seed: int | None = None) -> None:
         self.close()
         self.checkpoint.reset()
         self._step = self._waited = 0
