@@ -65,6 +65,7 @@ from sgvla.core.state import Observation
 from sgvla.eval.suite import SuiteConfig
 from sgvla.paths import resolve_data_path
 from sgvla.policies.registry import PolicyConfig
+from sgvla.policies.session import PolicySession
 from sgvla.scene_graph import Graph, ViewGraph, load_ontology
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
@@ -168,7 +169,7 @@ class ArmPolicy(Node):
         self.joints_at = 0.0
         self.confirms: deque[str] = deque()
         self.verdicts: deque = deque()
-        self.policies: dict = {}
+        self.policies = PolicySession()
         self.busy = False
         self.command_pub = self.create_publisher(JointState, "joint_commands", QOS["commands"])
         self.operator_pub = self.create_publisher(String, "eval/operator", QOS["latched"])
@@ -195,6 +196,7 @@ class ArmPolicy(Node):
                                + (" and this terminal" if keyboard else ""))
 
     def destroy_node(self):
+        self.policies.close()
         if self.rollouts is not None:  # drops an episode not saved, releases the dataset writer
             self.rollouts.close()
             self.rollouts = None
@@ -287,16 +289,13 @@ class ArmPolicy(Node):
     # -- the action -------------------------------------------------------------------------------
 
     def policy(self, goal, suite):
-        options = values_of(goal.policy_options)
-        cache = (goal.policy_type, tuple(sorted(options.items())))
-        if cache not in self.policies:
-            config = PolicyConfig.choice(goal.policy_type)(**options)
-            env = dataclasses.replace(suite.lerobot_env_config(), **self.learned) if config.learned else None
-            policy = self.policies[cache] = config.make(ontology=load_ontology(suite.ontology), env_config=env)
-            if isinstance(policy, So101ChunkedPolicy):  # the images it reads: subscribed before the episode runs
-                for camera in policy.checkpoint.cameras:
-                    self.watch(camera)
-        return self.policies[cache]
+        config = PolicyConfig.choice(goal.policy_type)(**values_of(goal.policy_options))
+        env = dataclasses.replace(suite.lerobot_env_config(), **self.learned) if config.learned else None
+        policy = self.policies.get(config, suite, env)
+        if isinstance(policy, So101ChunkedPolicy):  # the images it reads: subscribed before the episode runs
+            for camera in policy.checkpoint.cameras:
+                self.watch(camera)
+        return policy
 
     async def execute(self, goal_handle):
         goal = goal_handle.request

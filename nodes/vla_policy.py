@@ -28,6 +28,7 @@ from sgvla.core.protocols import Step
 from sgvla.core.state import Observation
 from sgvla.eval.suite import SuiteConfig
 from sgvla.policies.registry import PolicyConfig
+from sgvla.policies.session import PolicySession
 from sgvla.scene_graph import load_ontology
 from sgvla_interfaces.action import RunEpisode
 from sgvla_interfaces.msg import Action, GraphContext, PromptContext, StepStatus
@@ -81,7 +82,7 @@ class VLAPolicy(Node):
         self.cameras = [c for c in param("cameras") if c]
         self.inputs: dict[str, OrderedDict] = {k: OrderedDict() for k in ("status", "scene", "joints", "eef", "graph")}
         self.images: OrderedDict[int, dict[str, Image]] = OrderedDict()  # stamp -> camera -> image
-        self.policies: dict = {}
+        self.policies = PolicySession()
         self.graph_subs: dict = {}
         self.image_subs: dict = {}
         self.waiter: Future | None = None
@@ -151,17 +152,16 @@ class VLAPolicy(Node):
 
     # -- the action -------------------------------------------------------------------------------
 
+    def destroy_node(self):
+        self.policies.close()
+        super().destroy_node()
+
     def on_goal(self, goal) -> GoalResponse:
         return GoalResponse.REJECT if self.busy else GoalResponse.ACCEPT
 
     def policy(self, goal, suite):
-        options = values_of(goal.policy_options)
-        cache = (goal.policy_type, tuple(sorted(options.items())), suite.type, tuple(sorted(vars(suite).items())))
-        if cache not in self.policies:
-            config = PolicyConfig.choice(goal.policy_type)(**options)
-            env_config = suite.lerobot_env_config() if config.learned else None
-            self.policies[cache] = (config, config.make(ontology=load_ontology(suite.ontology), env_config=env_config))
-        return self.policies[cache]
+        config = PolicyConfig.choice(goal.policy_type)(**values_of(goal.policy_options))
+        return config, self.policies.get(config, suite)
 
     async def execute(self, goal_handle):
         goal = goal_handle.request

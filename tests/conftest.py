@@ -22,6 +22,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 import pytest  # noqa: E402
 
 from .children import install as children_end_with_the_session  # noqa: E402
+from .sim_eval_tools import SimEvalTools  # noqa: E402
 
 from sgvla.core.ros_env import loopback_env  # noqa: E402
 from sgvla.core.sched import is_realtime  # noqa: E402
@@ -67,3 +68,12 @@ def normal_scheduling():
         policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         pytest.fail(f"the test left the pytest process on a real-time scheduling policy ({policy}, {param})")
+
+
+@pytest.fixture(scope="session")
+def sim_eval() -> SimEvalTools:
+    """The tools of the `sgvla launch sim_eval` equivalence tests; their domain leases end with the session."""
+    tools = SimEvalTools()
+    yield tools
+    for lease in tools.leases:
+        lease.release()

@@ -27,6 +27,18 @@ class GraphSourceConfig(Choice, kind="graph source"):
     reads_images: ClassVar[bool] = False  # needs camera images rendered
     reads_simulator: ClassVar[bool] = False  # reads the simulator's geometry (none where objects are perceived)
     perceived: ClassVar[bool] = False  # the graph of the objects as the suite perceives them (needs its perception)
+    # Carried by the node graph (`sgvla launch`): the scene_graph node publishes it from the scene topic (the
+    # simulator's scene, or the perceived one), fiducial_graphs on the arm. Others run in process only.
+    over_topics: ClassVar[bool] = False
+
+    def check_environment(self, plan: Any) -> None:
+        """Fail before the first episode on what the config alone cannot tell (a client's file or API key, the
+        cameras it reads in `plan`'s tasks); `plan` is the evaluation plan (sgvla.eval.config.EvalConfig)."""
+
+    def stored_settings(self) -> dict[str, Any] | None:
+        """What a run folder stores beside the plan because it can change apart from it (a VLM client's file),
+        or None; a resumed run must resolve to the same."""
+        return None
 
     def make(self, backend: Backend, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]) -> GraphSource:
         """The source of one backend; `upright` turns that backend's camera images upright (the suite's
@@ -59,6 +71,7 @@ class GroundTruthSource:
 @dataclass
 class GroundTruthConfig(GraphSourceConfig):
     reads_simulator: ClassVar[bool] = True
+    over_topics: ClassVar[bool] = True
 
     def make(self, backend: Backend, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]
              ) -> GroundTruthSource:

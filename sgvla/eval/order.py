@@ -1,7 +1,9 @@
-"""Counterbalanced episode order: the context modes interleaved so that drift over a run cannot favour one mode.
+"""The episodes of a plan in the order they run (`plan`), and which of them a shard holds.
+
+Counterbalanced episode order: the context modes interleaved so that drift over a run cannot favour one mode.
 
 On a physical arm a run takes hours: lighting changes, the gripper's pads wear, the operator tires. With the
-matched order of `sgvla.eval.runner.plan` (every mode of a (task, seed) back to back, always in the plan's mode
+matched order of `plan` (every mode of a (task, seed) back to back, always in the plan's mode
 order) the first mode would always run first after each scene set-up. Here every (task, seed) block still holds
 all its modes (and policies) back to back, so a block is one scene set-up and its episodes stay matched pairs, but
 the modes' order inside a block follows a seeded ABBA scheme: blocks come in pairs, the first of a pair takes a
@@ -13,9 +15,10 @@ random. Blocks themselves keep the plan's order (tasks, then seeds), so resuming
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sgvla.core.episode import EpisodeKey
+from sgvla.eval.config import EvalConfig
 
 
 def counterbalanced(keys: Sequence[EpisodeKey], modes: Sequence[str], seed: int = 0) -> list[EpisodeKey]:
@@ -40,3 +43,38 @@ def counterbalanced(keys: Sequence[EpisodeKey], modes: Sequence[str], seed: int 
         rank = {mode: i for i, mode in enumerate(order)}
         out += sorted(block, key=lambda k: rank[k.mode])  # stable: policies keep their order within a mode
     return out
+
+
+def plan(cfg: EvalConfig, all_shards: bool = False) -> list[EpisodeKey]:
+    """Matched order: for each task and seed, every mode and policy back to back; with `order: counterbalanced`
+    the modes of each such block in a seeded ABBA order (`sgvla.eval.order`). Of those, the episodes of the plan's
+    `shard` (whole blocks, dealt round-robin: below), or with `all_shards` every one (what `sgvla
+    merge` checks the shards against)."""
+
+    keys = [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
+            for task in cfg.tasks for seed in cfg.seeds for mode in cfg.modes for p in cfg.policies]
+    if cfg.order == "counterbalanced":  # before sharding: a block's ABBA order does not depend on the shards
+        keys = counterbalanced(keys, cfg.modes, cfg.seed_offset)
+    return keys if all_shards else shard_keys(keys, *cfg.shard_index_count)
+
+
+# -- shards: a plan in N parts for a batch scheduler's array (sgvla.eval.shards merges them) ------------
+
+
+def block(key: EpisodeKey) -> tuple:
+    """The matched block of an episode: what its other modes and policies share (one scene set-up)."""
+    return key.task_id, key.perturbation, key.seed
+
+
+def shard_index(keys: Iterable[EpisodeKey], count: int) -> dict[EpisodeKey, int]:
+    """The shard of every episode among `count`: block k (in order of first appearance) goes to shard k mod count."""
+    blocks: dict[tuple, int] = {}
+    return {key: blocks.setdefault(block(key), len(blocks)) % count for key in keys}
+
+
+def shard_keys(keys: Sequence[EpisodeKey], index: int, count: int) -> list[EpisodeKey]:
+    """The episodes of shard `index` of `count`, in the order of `keys` (a plan: `plan`)."""
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
+    home = shard_index(keys, count)
+    return [key for key in keys if home[key] == index]

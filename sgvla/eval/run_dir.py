@@ -16,7 +16,6 @@ Problems are `RunDirError`s whose message names the folder and what to do.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import os
 import time
@@ -56,13 +55,8 @@ def stored_settings(cfg: EvalConfig) -> dict[str, Any]:
 
 
 def client_settings(cfg: EvalConfig) -> dict[str, Any] | None:
-    """The VLM client as this plan resolves it (the file behind `vlm_client` can change), with the prompt."""
-    if cfg.graph_source.type != "vlm":
-        return None
-    from sgvla.vlm.prompts import load_prompt
-
-    client = cfg.graph_source.client_config()
-    return {"type": client.type, **dataclasses.asdict(client), "prompt": load_prompt().label}
+    """What the graph source resolves apart from the plan (a VLM client, whose file can change), or None."""
+    return cfg.graph_source.stored_settings()
 
 
 def _show(value: Any) -> str:

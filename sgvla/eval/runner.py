@@ -43,12 +43,12 @@ from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure  # noq
 from sgvla.core.processes import die_with_parent  # noqa: E402
 from sgvla.eval.config import EvalConfig  # noqa: E402
 from sgvla.eval.loop import run_episode  # noqa: E402
-from sgvla.eval.order import counterbalanced  # noqa: E402
+from sgvla.eval.order import plan  # noqa: E402
 from sgvla.eval.results import INFRA_FAILURES  # noqa: E402
 from sgvla.eval.run_dir import RunDir  # noqa: E402
 from sgvla.eval.serving import build_policy_server, served_policies  # noqa: E402
-from sgvla.eval.shards import shard_keys  # noqa: E402
-from sgvla.policies.remote import LocalServer, PolicyServerLost, RemotePolicy  # noqa: E402
+from sgvla.policies.remote import LocalServer, PolicyServerLost  # noqa: E402
+from sgvla.policies.session import PolicySession  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -57,19 +57,6 @@ __all__ = ["check_in_process", "plan", "run_plan", "validate", "Worker"]
 
 class WorkerSetupError(RuntimeError):
     """A worker could not build its simulator, policies or VLM: no episode can run."""
-
-
-def plan(cfg: EvalConfig, all_shards: bool = False) -> list[EpisodeKey]:
-    """Matched order: for each task and seed, every mode and policy back to back; with `order: counterbalanced`
-    the modes of each such block in a seeded ABBA order (`sgvla.eval.order`). Of those, the episodes of the plan's
-    `shard` (whole blocks, dealt round-robin: `sgvla.eval.shards`), or with `all_shards` every one (what `sgvla
-    merge` checks the shards against)."""
-
-    keys = [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
-            for task in cfg.tasks for seed in cfg.seeds for mode in cfg.modes for p in cfg.policies]
-    if cfg.order == "counterbalanced":  # before sharding: a block's ABBA order does not depend on the shards
-        keys = counterbalanced(keys, cfg.modes, cfg.seed_offset)
-    return keys if all_shards else shard_keys(keys, *cfg.shard_index_count)
 
 
 class Worker:
@@ -84,9 +71,8 @@ class Worker:
         self.configs = {p.display_name: p for p in cfg.policies}
         self.backend = self.source = None
         self._task: int | None = None
-        self._policies: dict = {}
-        self.client = endpoint.client() if endpoint is not None else None
-        self.served = set(served_policies(cfg)) if endpoint is not None else set()
+        self.policies = (PolicySession(set(served_policies(cfg)), endpoint.client()) if endpoint is not None
+                         else PolicySession())
 
     def open(self, task_id: int):
         """The backend of `task_id` (built when the task changes) and its graph source."""
@@ -108,13 +94,7 @@ class Worker:
                     log.warning("closing the simulator of task %s failed", self._task, exc_info=True)
 
     def policy(self, name: str):
-        if name not in self._policies and name in self.served:
-            self._policies[name] = RemotePolicy(name, self.client)
-        if name not in self._policies:
-            config = self.configs[name]
-            env_config = self.cfg.suite.lerobot_env_config() if config.learned else None
-            self._policies[name] = config.make(ontology=self.ontology, env_config=env_config)
-        return self._policies[name]
+        return self.policies.get(self.configs[name], self.cfg.suite)
 
     def episode(self, key: EpisodeKey) -> Episode:
         """The engine for one episode of the plan, on the backend of its task."""
@@ -142,14 +122,7 @@ class Worker:
 
     def close_runner(self) -> None:
         self.close_backend()
-        for policy in self._policies.values():
-            try:
-                policy.close()
-            except Exception:
-                log.warning("closing policy %s failed", policy.name, exc_info=True)
-        self._policies.clear()
-        if self.client is not None:
-            self.client.close()
+        self.policies.close()
 
 
 _worker: Worker | None = None
@@ -190,22 +163,9 @@ def check_in_process(cfg: EvalConfig) -> None:
 
 
 def validate(cfg: EvalConfig) -> None:
-    """Fail before the first episode on what the config alone cannot tell: the VLM client (its file, its API
-    key, the cameras it needs)."""
-    if cfg.graph_source.type != "vlm":
-        return
-    from sgvla.vlm.prompts import canonical_camera, load_prompt
-
-    cfg.graph_source.client_config(load_ontology(cfg.ontology)).check_environment()
-    described = load_prompt().cameras
-    if canonical_camera(cfg.view) not in described:
-        raise ValueError(f"graph_source=vlm: the VLM prompt describes the cameras {sorted(described)}, "
-                         f"not view {cfg.view!r}")
-    for task in cfg.tasks:
-        cameras = cfg.suite.cameras_of(task, cfg.perturbations)
-        if cfg.view not in cameras:
-            raise ValueError(f"graph_source=vlm reads the image of view {cfg.view!r}, which task {task} does not "
-                             f"render under perturbations {cfg.perturbations!r} (its cameras: {list(cameras)})")
+    """Fail before the first episode on what the config alone cannot tell: the graph source's environment (a VLM
+    client's file, its API key, the cameras it needs)."""
+    cfg.graph_source.check_environment(cfg)
 
 
 @dataclass

@@ -30,6 +30,7 @@ import yaml
 from sgvla.core.config import ConfigError, from_mapping, load_yaml
 from sgvla.core.episode import EpisodeKey
 from sgvla.eval.config import EvalConfig, parse_shard  # noqa: F401  (parse_shard: part of this module's API)
+from sgvla.eval.order import block, plan, shard_index, shard_keys  # noqa: F401  (what a shard is: part of this API)
 from sgvla.eval.results import INFRA_FAILURES, RESULTS, CorruptRecords, InfraFailures, ResultsFile, open_records
 from sgvla.eval.run_dir import HARMLESS, HARMLESS_CLIENT, PLAN, VLM_CLIENT, plan_differences, stored_settings
 
@@ -39,25 +40,6 @@ SHOWN = 10  # episodes listed by name in a message; the rest are counted
 
 class MergeError(ValueError):
     """Shard folders that cannot be merged; the message names them, the problem and what to do."""
-
-
-def block(key: EpisodeKey) -> tuple:
-    """The matched block of an episode: what its other modes and policies share (one scene set-up)."""
-    return key.task_id, key.perturbation, key.seed
-
-
-def shard_index(keys: Iterable[EpisodeKey], count: int) -> dict[EpisodeKey, int]:
-    """The shard of every episode among `count`: block k (in order of first appearance) goes to shard k mod count."""
-    blocks: dict[tuple, int] = {}
-    return {key: blocks.setdefault(block(key), len(blocks)) % count for key in keys}
-
-
-def shard_keys(keys: Sequence[EpisodeKey], index: int, count: int) -> list[EpisodeKey]:
-    """The episodes of shard `index` of `count`, in the order of `keys` (a plan: `sgvla.eval.runner.plan`)."""
-    if count < 1 or not 0 <= index < count:
-        raise ValueError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
-    home = shard_index(keys, count)
-    return [key for key in keys if home[key] == index]
 
 
 @dataclass
@@ -141,7 +123,6 @@ def _check_each_shard_once(shards: list[ShardRun], allow_missing: bool) -> None:
 def merge_shards(paths: Sequence[str | Path], allow_missing: bool = False) -> Merged:
     """The run folders of the shards of one plan as one run, or a `MergeError` saying why not (see the module
     docstring). `allow_missing`: episodes (and shards) without a result are left out and listed, not refused."""
-    from sgvla.eval.runner import plan  # the runner shards its plan with this module's `shard_keys`
 
     if not paths:
         raise MergeError("no shard folder given")

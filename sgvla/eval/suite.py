@@ -27,6 +27,8 @@ class SuiteConfig(Choice, kind="suite"):
     tasks: ClassVar[tuple[int, ...]] = ()
     ontology: ClassVar[str] = ""
     views: ClassVar[tuple[str, ...]] = ()  # cameras a plan may take the graph of
+    cameras: ClassVar[tuple[str, ...]] = ()  # cameras its backend renders unless a perturbation says otherwise; ()
+    # means all its views. The node graph creates their topics and subscribes a learned policy to them.
     learned_policies: ClassVar[bool] = True  # whether LeRobot checkpoints can act on it
     image_graph_sources: ClassVar[bool] = True  # whether graph sources that look at images (VLM) work on it
     graph_modes: ClassVar[bool] = True  # whether a graph source can give it a live graph (modes that read one)
@@ -71,9 +73,14 @@ class SuiteConfig(Choice, kind="suite"):
         """The backend of one task; it ends episodes at `max_steps` (None: the suite's limit)."""
         raise NotImplementedError
 
+    @classmethod
+    def rendered(cls) -> tuple[str, ...]:
+        """The cameras its backend renders unless a perturbation says otherwise."""
+        return cls.cameras or cls.views
+
     def cameras_of(self, task_id: int, perturbation: str) -> tuple[str, ...]:
         """The cameras a task renders under a perturbation (the views whose images exist)."""
-        return self.views
+        return self.rendered()
 
     def record_facts(self) -> dict[str, Any]:
         """Settings every episode record of this suite carries (e.g. the render profile)."""

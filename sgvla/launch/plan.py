@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sgvla.plugins  # noqa: F401  (the registered suites: a plan's suite sets its nodes' cameras and ontology)
+from sgvla.eval.suite import SuiteConfig
 from sgvla.launch.nodes import EXECUTABLES, PACKAGE, QOS, describe_qos
 from sgvla.paths import resolve_data_path
 
@@ -376,10 +378,16 @@ def _sim_eval(a: dict[str, str]) -> Plan:
     record = a["record"].strip()
     render = bool(record) if a["render_images"].strip().lower() == "auto" else _truthy(a["render_images"],
                                                                                         "render_images")
+    # The plan's suite says what the nodes see: its cameras (topics made at start; a learned policy reads them all)
+    # and the ontology its objects are named in.
+    suite = SuiteConfig.choice(_plan_suite(resolve_data_path(a["eval_config"])))
+    cameras = suite.rendered()  # each node gets a list of its own: no YAML aliases in the parameter file
     nodes = [
-        NodeSpec("sim_bridge", "sim_bridge", {"lockstep": lockstep, "render_images": render}),
-        NodeSpec("scene_graph", "scene_graph", {"overlay": render}),
-        NodeSpec("vla_policy", "vla_policy", {"lockstep": lockstep}),
+        NodeSpec("sim_bridge", "sim_bridge", {"lockstep": lockstep, "render_images": render,
+                                              "cameras": list(cameras)}),
+        NodeSpec("scene_graph", "scene_graph", {"overlay": render, "ontology": suite.ontology,
+                                                "cameras": list(cameras)}),
+        NodeSpec("vla_policy", "vla_policy", {"lockstep": lockstep, "cameras": list(cameras)}),
     ]
     if record:
         nodes.append(NodeSpec("bag_recorder", "bag_recorder", {"output": str(Path(record).expanduser().absolute())}))

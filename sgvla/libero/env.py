@@ -59,7 +59,7 @@ from lerobot.envs.libero import TASK_SUITE_MAX_STEPS, LiberoEnv, get_libero_dumm
 from lerobot.envs.utils import preprocess_observation  # noqa: E402
 from libero.libero.envs.env_wrapper import ControlEnv, OffScreenRenderEnv  # noqa: E402
 
-from sgvla.libero.suite import DEFAULT_CAMERAS  # noqa: E402
+from sgvla.libero.cameras import DEFAULT_CAMERAS  # noqa: E402
 MAX_STEPS = TASK_SUITE_MAX_STEPS[SUITE]
 
 

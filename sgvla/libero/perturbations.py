@@ -40,12 +40,12 @@ import numpy as np
 
 from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
 from sgvla.libero.bddl import BddlProblem
+from sgvla.libero.cameras import CAMERAS
 from sgvla.paths import CONFIG_DIR
 from sgvla.sim.mujoco_state import JointSlice, ObjectIndex, free_joint, object_positions
 
 PERTURBATION_DIR = CONFIG_DIR / "perturbations"
 # Cameras of LIBERO's table-top scenes: the arena's and the Panda's.
-CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "birdview", "sideview", "galleryview", "robot0_robotview")
 DEFAULT_SETTLE_STEPS = 200  # physics steps after each pose operation, as in the reference
 ROBOT_JOINT_PREFIXES = ("robot0_", "gripper0_")
 

@@ -10,9 +10,7 @@ import numpy as np
 
 from sgvla.core.state import RobotState
 from sgvla.eval.suite import SuiteConfig
-from sgvla.libero.perturbations import CAMERAS
-
-DEFAULT_CAMERAS = ("agentview", "robot0_eye_in_hand")  # what LeRobot's LIBERO env renders
+from sgvla.libero.cameras import CAMERAS, DEFAULT_CAMERAS
 
 IMAGE_SIZES = (32, 1024)  # pixels, inclusive: what the renderer was run at (policies are trained at 128-256)
 
@@ -33,6 +31,7 @@ class LiberoSpatialSuite(SuiteConfig):
     tasks: ClassVar[tuple[int, ...]] = tuple(range(10))
     ontology: ClassVar[str] = "libero_spatial"
     views: ClassVar[tuple[str, ...]] = CAMERAS  # graphs project into any scene camera of LIBERO
+    cameras: ClassVar[tuple[str, ...]] = DEFAULT_CAMERAS
 
     def __post_init__(self) -> None:
         low, high = IMAGE_SIZES
@@ -55,7 +54,7 @@ class LiberoSpatialSuite(SuiteConfig):
     def cameras_of(self, task_id: int, perturbation: str) -> tuple[str, ...]:
         from sgvla.libero.perturbations import load_perturbations
 
-        return load_perturbations(perturbation).for_task(task_id).cameras or DEFAULT_CAMERAS
+        return load_perturbations(perturbation).for_task(task_id).cameras or self.rendered()
 
     def record_facts(self) -> dict[str, Any]:
         return {"render_profile": self.render_profile}

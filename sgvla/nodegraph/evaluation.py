@@ -16,6 +16,7 @@ from typing import Any
 
 from sgvla.core.config import to_mapping
 from sgvla.core.episode import EpisodeKey, EpisodeRecord
+from sgvla.core.graph_source import GraphSourceConfig
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.run_dir import RunDir
 from sgvla.eval.runner import plan, validate
@@ -23,9 +24,6 @@ from sgvla.core.config import parse_line
 from sgvla.paths import resolve_data_path
 
 log = logging.getLogger(__name__)
-# Graph sources the node graph carries: ground truth of the scene topic, or the fiducial graph where the suite perceives
-# (the perceived scene on sim/scene on the twin; fiducial_graphs on the arm).
-TOPIC_GRAPH_SOURCES = ("ground_truth", "fiducial")
 
 
 def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> EvalConfig:
@@ -38,11 +36,11 @@ def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> 
         items["output_dir"] = output_dir
     cfg = load_config(EvalConfig, resolve_data_path(config), items)
     validate(cfg)
-    if cfg.graph_source.type not in TOPIC_GRAPH_SOURCES:
+    if not cfg.graph_source.over_topics:
+        carried = sorted(name for name, c in GraphSourceConfig.choices().items() if c.over_topics)
         raise ValueError(f"graph_source={cfg.graph_source.type!r} is not wired into the node graph yet (the "
                          "scene_graph node publishes the graphs of the scene: the simulator's, or with the suite's "
-                         f"perception the perceived one); use graph_source={' or '.join(TOPIC_GRAPH_SOURCES)}, or "
-                         "`sgvla eval`")
+                         f"perception the perceived one); use graph_source={' or '.join(carried)}, or `sgvla eval`")
     return cfg
 
 

@@ -44,7 +44,11 @@ class RemotePolicyError(RuntimeError):
 
 
 class PolicyClient(Protocol):
+    """One process's way to a policy server (local: `LocalClient`; Ray: sgvla.eval.ray_executor)."""
+
     def call(self, policy: str, session: str, method: str, *args: Any) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 class RemotePolicy:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from sgvla.vlm.client import ChatRequest, Completion
-from sgvla.vlm.config import TransformersConfig
 from sgvla.vlm.constraints import Constraint
+
+if TYPE_CHECKING:  # the config builds this backend (sgvla.vlm.config), so only its type is read here
+    from sgvla.vlm.config import TransformersConfig
 
 
 def _device(name: str) -> str:

@@ -15,11 +15,14 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sgvla.vlm.client import ChatRequest, Completion
-from sgvla.vlm.config import OpenAIConfig
+
+if TYPE_CHECKING:  # the config builds this backend (sgvla.vlm.config), so only its type is read here
+    from sgvla.vlm.config import OpenAIConfig
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 30.0

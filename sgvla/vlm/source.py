@@ -142,6 +142,32 @@ class VLMSourceConfig(GraphSourceConfig):
 
         return load_client_config(self.client, ontology=ontology)
 
+    def check_environment(self, plan: Any) -> None:
+        """The client (its file, its API key) and the camera whose image it reads, in every task of `plan`."""
+        from sgvla.scene_graph import load_ontology
+        from sgvla.vlm.prompts import canonical_camera, load_prompt
+
+        self.client_config(load_ontology(plan.ontology)).check_environment()
+        described = load_prompt().cameras
+        if canonical_camera(plan.view) not in described:
+            raise ValueError(f"graph_source=vlm: the VLM prompt describes the cameras {sorted(described)}, "
+                             f"not view {plan.view!r}")
+        for task in plan.tasks:
+            cameras = plan.suite.cameras_of(task, plan.perturbations)
+            if plan.view not in cameras:
+                raise ValueError(f"graph_source=vlm reads the image of view {plan.view!r}, which task {task} does "
+                                 f"not render under perturbations {plan.perturbations!r} (its cameras: "
+                                 f"{list(cameras)})")
+
+    def stored_settings(self) -> dict[str, Any]:
+        """The client as this plan resolves it (the file behind `client` can change), with the prompt's label."""
+        import dataclasses
+
+        from sgvla.vlm.prompts import load_prompt
+
+        client = self.client_config()
+        return {"type": client.type, **dataclasses.asdict(client), "prompt": load_prompt().label}
+
     def make(self, backend: Any, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]) -> VLMSource:
         from sgvla.vlm.config import make_vlm
         from sgvla.vlm.prompts import load_prompt

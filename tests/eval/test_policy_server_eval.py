@@ -16,8 +16,9 @@ from sgvla.eval.config import EvalConfig
 from sgvla.eval.runner import plan, run_plan
 from sgvla.policies.tiny import TINY_BUILDERS
 
+from ..sim_eval_tools import TIMING
+
 pytestmark = pytest.mark.sim
-TIMING = ("wall_time_s", "context_ms_per_step")
 
 
 def _plan(out, policies, **settings) -> EvalConfig:

@@ -39,15 +39,34 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _type_checking_only(tree: ast.AST) -> set[ast.AST]:
+    """Import statements under ``if TYPE_CHECKING:``: read by type checkers, never executed."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            skipped.update(n for stmt in node.body for n in ast.walk(stmt))
+    return skipped
+
+
 def imports(path: Path) -> set[str]:
-    """Every module `path` imports, wherever the import statement stands."""
+    """Every module `path` imports, wherever the import statement stands, relative imports resolved (those under
+    ``if TYPE_CHECKING:`` never run and are left out)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_only(tree)
+    here = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)  # `from sgvla.x import module`
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # `from . import x`, `from ..y import z`: relative to this module's package
+                base = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                module = f"{base}.{module}" if module else base
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names)  # `from sgvla.x import module`
     return found
 
 
@@ -124,3 +143,34 @@ def test_no_import_cycles():
         if node not in state:
             visit(node, [node])
     assert not cycles, "\n".join(cycles)
+
+
+def test_no_module_cycles():
+    """Between modules too, lazy imports included: a function-level import that closes a cycle hides it from the
+    reader and from import order, it does not remove it."""
+    edges = {m: {d for d in deps if d in GRAPH and d != m} for m, deps in GRAPH.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            if component:
+                cycles.append(sorted([node, *component]))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    assert not cycles, "modules that import each other, directly or around a loop:\n" + "\n".join(map(str, cycles))

@@ -102,7 +102,8 @@ def test_launch_file_describes_its_plan(launch):
 
 def test_arguments_reach_the_nodes():
     plan = launch_plan("sim_eval", {"stepping": "free_running", "eval_overrides": "tasks=[0]", "record": "b"})
-    assert plan.node("sim_bridge").parameters == {"lockstep": False, "render_images": True}
+    assert plan.node("sim_bridge").parameters == {"lockstep": False, "render_images": True,
+                                                  "cameras": ["agentview", "robot0_eye_in_hand"]}
     assert plan.node("vla_policy").parameters["lockstep"] is False
     assert plan.node("scene_graph").parameters["overlay"] is True
     assert plan.node("bag_recorder").parameters["output"].endswith("/b")
@@ -336,3 +337,15 @@ def test_so101_eval_sim_takes_a_fiducial_plan_and_leaves_images_off_topics():
     assert plan.node("evaluator").parameters["config"].endswith("config/eval/so101_twin_fiducial.yaml")
     assert launch_plan("so101_eval", {"sim": "true", "record": "/tmp/never_written_bag"}).node(
         "sim_bridge").parameters["render_images"] is True
+
+
+@pytest.mark.parametrize(("launch", "args"), [("sim_eval", {"eval_config": "config/eval/so101_twin.yaml"}),
+                                               ("so101_eval", {"sim": "true"})])
+def test_the_plans_suite_sets_what_the_nodes_see(launch, args):
+    """A twin plan's nodes make the twin's camera topics, name objects in its ontology, and a learned policy reads
+    both its cameras (not LIBERO's, the parameter file's defaults)."""
+    plan = launch_plan(launch, args)
+    assert plan.node("vla_policy").parameters["cameras"] == ["agentview", "wrist"]
+    assert plan.node("sim_bridge").parameters["cameras"] == ["agentview", "wrist"]
+    assert plan.node("scene_graph").parameters["ontology"] == "so101_tabletop"
+    assert plan.node("scene_graph").parameters["cameras"] == ["agentview", "wrist"]

@@ -59,6 +59,7 @@ class FiducialSourceConfig(GraphSourceConfig):
     """No options: the markers, cameras and image size are the suite's perception's."""
 
     perceived: ClassVar[bool] = True
+    over_topics: ClassVar[bool] = True
 
     def make(self, backend: Any, ontology: Ontology, upright: Callable[[np.ndarray], np.ndarray]) -> FiducialSource:
         if getattr(backend, "perception", None) is None:

@@ -1,6 +1,7 @@
-"""What the equivalence tests of `sgvla launch sim_eval` share (LIBERO's in test_sim_eval.py, the SO101 twin's in
-test_twin_sim_eval.py): domain ids, reading a recorded bag, and the comparison of the same plan run over topics
-and in process (records, every action bit for bit, each episode's last step)."""
+"""What the equivalence tests of `sgvla launch sim_eval` share (LIBERO's in tests/ros/test_sim_eval.py, the SO101
+twin's in tests/ros/test_twin_sim_eval.py and tests/twin_ros/test_twin_learned_topics.py): domain ids, reading a
+recorded bag, and the comparison of the same plan run over topics and in process (records, every action bit for
+bit, each episode's last step). The `sim_eval` fixture (tests/conftest.py) hands out one `SimEvalTools`."""
 
 import json
 import os
@@ -9,7 +10,6 @@ import subprocess
 from collections import defaultdict
 
 import numpy as np
-import pytest
 
 from sgvla.launch.ros_domain import lease_free_domain, with_leases
 
@@ -79,11 +79,3 @@ class SimEvalTools:
             assert last.step == have["steps"]
             if not have["failure_reason"].startswith("policy gave up"):  # else it ended before the simulator's end
                 assert last.done and last.success == have["success"]
-
-
-@pytest.fixture(scope="session")
-def sim_eval():
-    tools = SimEvalTools()
-    yield tools
-    for lease in tools.leases:
-        lease.release()
