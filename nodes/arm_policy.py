@@ -53,7 +53,6 @@ from pathlib import Path
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
@@ -91,7 +90,7 @@ from sgvla_interfaces.action import RunEpisode
 from sgvla_interfaces.msg import ObjectStates, SceneGraph
 from sgvla_ros.graph_io import upright_image_of
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node, sleep
+from sgvla_ros.runtime import ResourceNode, run_node, sleep
 from sgvla_ros.state_io import record_msg, values_of
 
 
@@ -128,7 +127,7 @@ class PerceivedGraph:
         pass
 
 
-class ArmPolicy(Node):
+class ArmPolicy(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("arm_policy", **kwargs)
         self.declare_parameter("config", "so101")  # rig: its safety limits bound the home goals too
@@ -169,7 +168,7 @@ class ArmPolicy(Node):
         self.joints_at = 0.0
         self.confirms: deque[str] = deque()
         self.verdicts: deque = deque()
-        self.policies = PolicySession()
+        self.policies = self.own(PolicySession())  # closed with the node
         self.busy = False
         self.command_pub = self.create_publisher(JointState, "joint_commands", QOS["commands"])
         self.operator_pub = self.create_publisher(String, "eval/operator", QOS["latched"])
@@ -196,7 +195,6 @@ class ArmPolicy(Node):
                                + (" and this terminal" if keyboard else ""))
 
     def destroy_node(self):
-        self.policies.close()
         if self.rollouts is not None:  # drops an episode not saved, releases the dataset writer
             self.rollouts.close()
             self.rollouts = None

@@ -15,17 +15,18 @@ from pathlib import Path
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.duration import Duration
-from rclpy.node import Node
 
 from sgvla.nodegraph.evaluation import TopicEvaluation, load_eval_config
 from sgvla_interfaces.action import RunEpisode
 from sgvla_interfaces.msg import EpisodeRecord
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import NodeExit, run_node, sleep
+from sgvla_ros.runtime import NodeExit, SgvlaNode, run_node, sleep
 from sgvla_ros.state_io import key_values, record_msg, record_of
 
 
-class Evaluator(Node):
+class Evaluator(SgvlaNode):
+    live_parameters = frozenset({"startup_timeout_s", "episode_timeout_s"})  # read each time they are used: `ros2 param set` takes effect
+
     def __init__(self, **kwargs):
         super().__init__("evaluator", **kwargs)
         self.declare_parameter("config", "config/eval/default.yaml")

@@ -4,15 +4,14 @@ import json
 from pathlib import Path
 
 from rclpy.duration import Duration
-from rclpy.node import Node
 
 from sgvla_interfaces.msg import SceneGraph
-from sgvla_ros.runtime import positive_parameter, run_node
+from sgvla_ros.runtime import SgvlaNode, positive_parameter, run_node
 from sgvla_ros.conversions import record_to_msg
 from sgvla_ros.qos import QOS
 
 
-class GraphPublisher(Node):
+class GraphPublisher(SgvlaNode):
     def __init__(self):
         super().__init__("graph_publisher")
         self.declare_parameter("input", "")

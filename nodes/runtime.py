@@ -134,14 +134,57 @@ class OwnsResources:
             super().destroy_node()
 
 
-class ResourceNode(OwnsResources, Node):
+class DescribedParameters:
+    """Every parameter declared with a descriptor: its description (its comment in config/ros/*.yaml, where the
+    parameters are documented: sgvla.launch.parameter_docs), its type (its default's: another type is refused), and
+    read-only unless the node names it in `live_parameters`, the ones it reads each time it uses them. So `ros2 param
+    set` on a parameter that needs a restart is refused with rclpy's reason instead of being ignored, and a live one
+    is checked (`check_parameter`: a duration or a rate must be a positive number) before it is taken."""
+
+    live_parameters: frozenset[str] = frozenset()
+
+    def declare_parameter(self, name, value=None, descriptor=None, ignore_override=False):
+        from rcl_interfaces.msg import ParameterDescriptor
+
+        from sgvla.launch.parameter_docs import parameter_doc
+
+        if descriptor is None:
+            descriptor = ParameterDescriptor(name=name, description=parameter_doc(self.get_name(), name),
+                                             read_only=name not in self.live_parameters)
+        if self.live_parameters and not getattr(self, "_checks_live_parameters", False):
+            self._checks_live_parameters = True
+            self.add_on_set_parameters_callback(self._check_live_parameters)
+        return super().declare_parameter(name, value, descriptor, ignore_override)
+
+    @staticmethod
+    def check_parameter(name: str, value) -> str:
+        """Why `value` cannot be taken for the live parameter `name` ("" when it can)."""
+        if name.endswith(("_s", "_hz")) and not (isinstance(value, (int, float)) and value > 0):
+            return f"{name} must be a positive number ({'seconds' if name.endswith('_s') else 'Hz'}), got {value!r}"
+        return ""
+
+    def _check_live_parameters(self, parameters):
+        from rcl_interfaces.msg import SetParametersResult
+
+        for parameter in parameters:
+            reason = self.check_parameter(parameter.name, parameter.value)
+            if reason:
+                return SetParametersResult(successful=False, reason=reason)
+        return SetParametersResult(successful=True)
+
+
+class SgvlaNode(DescribedParameters, Node):
+    """A node of sgvla that holds nothing to release (see `ResourceNode` for one that does)."""
+
+
+class ResourceNode(OwnsResources, DescribedParameters, Node):
     """A node that holds things to release: an arm's torque, cameras, threads, files, a terminal's mode.
 
     The constructor hands each to `own` (or `self.resources.enter_context`) right after acquiring it; destroy_node
     releases, last acquired first, exactly what was acquired, also when the constructor failed half way."""
 
 
-class HardwareNode(OwnsResources, LifecycleNode):
+class HardwareNode(OwnsResources, DescribedParameters, LifecycleNode):
     """A ROS 2 managed (lifecycle) node for hardware: configure = connect (`connect`), activate = stream (`activate`:
     an arm turns torque on), deactivate = hold (`deactivate`), cleanup = release what `connect` acquired (an arm's
     torque off); shutdown and destroy release it too. Topics publish only while active (lifecycle publishers).

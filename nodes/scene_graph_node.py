@@ -11,7 +11,6 @@ import time
 from collections import OrderedDict
 
 import numpy as np
-from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from sgvla.core.state import ground_truth_views
@@ -21,13 +20,13 @@ from sgvla_interfaces.msg import SceneState as SceneStateMsg
 from sgvla_ros.graph_io import image_msg, scene_graph_msg, stamp_key, upright_image_of, \
     view_graph_to_msg
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import SgvlaNode, run_node
 from sgvla_ros.state_io import scene_of
 
 KEEP = 8  # graphs and images kept per camera to pair overlays
 
 
-class SceneGraphNode(Node):
+class SceneGraphNode(SgvlaNode):
     def __init__(self, **kwargs):
         super().__init__("scene_graph", **kwargs)
         self.declare_parameter("ontology", "libero_spatial")

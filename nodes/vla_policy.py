@@ -17,7 +17,6 @@ from collections import OrderedDict
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import Image, JointState
 
@@ -36,7 +35,7 @@ from sgvla_interfaces.msg import SceneState as SceneStateMsg
 from sgvla_interfaces.srv import ResetEpisode
 from sgvla_ros.graph_io import stamp_key, stored_image_of, upright_image_of, view_graph_of
 from sgvla_ros.qos import QOS
-from sgvla_ros.runtime import run_node
+from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.state_io import record_msg, robot_of, scene_of, values_of
 
 KEEP = 64  # buffered messages per kind
@@ -64,7 +63,9 @@ class TopicGraphSource:
         pass
 
 
-class VLAPolicy(Node):
+class VLAPolicy(ResourceNode):
+    live_parameters = frozenset({"reset_timeout_s", "step_timeout_s"})  # read each time they are used: `ros2 param set` takes effect
+
     def __init__(self, **kwargs):
         super().__init__("vla_policy", **kwargs)
         self.declare_parameter("lockstep", True)
@@ -82,7 +83,7 @@ class VLAPolicy(Node):
         self.cameras = [c for c in param("cameras") if c]
         self.inputs: dict[str, OrderedDict] = {k: OrderedDict() for k in ("status", "scene", "joints", "eef", "graph")}
         self.images: OrderedDict[int, dict[str, Image]] = OrderedDict()  # stamp -> camera -> image
-        self.policies = PolicySession()
+        self.policies = self.own(PolicySession())  # closed with the node
         self.graph_subs: dict = {}
         self.image_subs: dict = {}
         self.waiter: Future | None = None
@@ -151,10 +152,6 @@ class VLAPolicy(Node):
         return value
 
     # -- the action -------------------------------------------------------------------------------
-
-    def destroy_node(self):
-        self.policies.close()
-        super().destroy_node()
 
     def on_goal(self, goal) -> GoalResponse:
         return GoalResponse.REJECT if self.busy else GoalResponse.ACCEPT

@@ -13,15 +13,11 @@ result: it goes to `infra_failures.jsonl` with the reason (`sgvla.eval.results`)
 success rates, and the next run of the plan retries it; `on_infra_failure: stop` also ends the run.
 The command then exits 1 and says how many episodes need a rerun.
 
-Worker processes die with this one however it ends (SIGKILL included): each asks the kernel for
-SIGKILL when its parent dies (PR_SET_PDEATHSIG) and checks that the parent is still the one that
-started it.
+Worker processes (`sgvla.eval.worker`) die with this one however it ends (SIGKILL included).
 """
 
-import atexit
 import logging
 import os
-import signal
 import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -32,127 +28,21 @@ from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
-# Headless rendering unless the environment says otherwise. MuJoCo picks its GL backend when it is first
-# imported (below, through the policies), so this must come first; later it would be too late.
-os.environ.setdefault("MUJOCO_GL", "egl")
+# First: the worker module picks headless rendering before anything loads MuJoCo.
+from sgvla.eval.worker import Worker, WorkerSetupError, init_worker, run_in_worker  # noqa: I001
 
-from tqdm import tqdm  # noqa: E402
+from tqdm import tqdm
 
-from sgvla.core.context import ContextMode  # noqa: E402
-from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure  # noqa: E402
-from sgvla.core.processes import die_with_parent  # noqa: E402
-from sgvla.eval.config import EvalConfig  # noqa: E402
-from sgvla.eval.loop import run_episode  # noqa: E402
-from sgvla.eval.order import plan  # noqa: E402
-from sgvla.eval.results import INFRA_FAILURES  # noqa: E402
-from sgvla.eval.run_dir import RunDir  # noqa: E402
-from sgvla.eval.serving import build_policy_server, served_policies  # noqa: E402
-from sgvla.policies.remote import LocalServer, PolicyServerLost  # noqa: E402
-from sgvla.policies.session import PolicySession  # noqa: E402
-from sgvla.scene_graph import load_ontology  # noqa: E402
+from sgvla.core.episode import EpisodeKey, InfrastructureFailure
+from sgvla.eval.config import EvalConfig
+from sgvla.eval.order import plan
+from sgvla.eval.results import INFRA_FAILURES
+from sgvla.eval.run_dir import RunDir
+from sgvla.eval.serving import build_policy_server, served_policies
+from sgvla.policies.remote import LocalServer, PolicyServerLost
 
 log = logging.getLogger(__name__)
-__all__ = ["check_in_process", "plan", "run_plan", "validate", "Worker"]
-
-
-class WorkerSetupError(RuntimeError):
-    """A worker could not build its simulator, policies or VLM: no episode can run."""
-
-
-class Worker:
-    """The simulator (one task's at a time), graph source and policies of one process, reused across the
-    episodes it runs. Everything comes from the plan's registered choices: the suite builds the backend, the
-    graph source its source, each policy config its policy; the policies a policy server hosts are reached
-    through `endpoint` (whose `client()` connects to it)."""
-
-    def __init__(self, cfg: EvalConfig, endpoint=None):
-        self.cfg = cfg
-        self.ontology = load_ontology(cfg.ontology)
-        self.configs = {p.display_name: p for p in cfg.policies}
-        self.backend = self.source = None
-        self._task: int | None = None
-        self.policies = (PolicySession(set(served_policies(cfg)), endpoint.client()) if endpoint is not None
-                         else PolicySession())
-
-    def open(self, task_id: int):
-        """The backend of `task_id` (built when the task changes) and its graph source."""
-        if self.backend is None or self._task != task_id:
-            self.close_backend()
-            cfg = self.cfg
-            self.backend = cfg.suite.make_backend(task_id, cfg.perturbations, cfg.needs_images, cfg.max_steps)
-            self.source = cfg.graph_source.make(self.backend, self.ontology, cfg.suite.upright)
-            self._task = task_id
-        return self.backend
-
-    def close_backend(self) -> None:
-        backend, source, self.backend, self.source = self.backend, self.source, None, None
-        for part in (source, backend):
-            if part is not None:
-                try:
-                    part.close()
-                except Exception:  # a crashed simulator may not close cleanly; a new one replaces it
-                    log.warning("closing the simulator of task %s failed", self._task, exc_info=True)
-
-    def policy(self, name: str):
-        return self.policies.get(self.configs[name], self.cfg.suite)
-
-    def episode(self, key: EpisodeKey) -> Episode:
-        """The engine for one episode of the plan, on the backend of its task."""
-        backend = self.open(key.task_id)
-        cfg = self.cfg
-        return Episode(key, self.policy(key.policy), ContextMode.choice(key.mode)(), self.source, self.ontology,
-                       view=cfg.view, max_steps=cfg.max_steps or backend.max_steps, style=cfg.context_style)
-
-    def run(self, key: EpisodeKey) -> dict:
-        """The episode's record (as results store it); raises when its infrastructure fails (after dropping a
-        simulator that may be broken: the next episode builds a new one)."""
-        try:
-            record = run_episode(self.open(key.task_id), self.episode(key), self.video_dir, self.cfg.suite.upright)
-        except InfrastructureFailure:
-            raise  # the graph source failed; the simulator is fine
-        except Exception:
-            self.close_backend()
-            raise
-        record.extra.update(self.cfg.suite.record_facts())
-        return record.to_json()
-
-    @property
-    def video_dir(self) -> Path | None:
-        return Path(self.cfg.output_dir) / "videos" if self.cfg.video else None
-
-    def close_runner(self) -> None:
-        self.close_backend()
-        self.policies.close()
-
-
-_worker: Worker | None = None
-_setup_error: str = ""
-
-
-def end_with_parent(parent: int) -> None:
-    """Be SIGKILLed when the parent ends, and end now if it already has (this process was handed to another)."""
-    if not die_with_parent(signal.SIGKILL):
-        log.warning("no prctl (not Linux): worker %d will not end with its parent", os.getpid())
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _init_worker(cfg: EvalConfig, parent: int, endpoint=None) -> None:
-    global _worker, _setup_error
-    end_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; workers end with it
-    try:
-        _worker = Worker(cfg, endpoint)
-    except Exception as e:  # reported with each episode this worker is given, as a message, not a traceback
-        _setup_error = f"{type(e).__name__}: {e}"
-        return
-    atexit.register(_worker.close_runner)
-
-
-def _run_in_worker(episode: EpisodeKey) -> dict:
-    if _worker is None:
-        raise WorkerSetupError(_setup_error)
-    return _worker.run(episode)
+__all__ = ["check_in_process", "plan", "run_plan", "validate", "Worker", "WorkerSetupError"]
 
 
 def check_in_process(cfg: EvalConfig) -> None:
@@ -224,14 +114,14 @@ def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool], 
     try:
         while queue or running:
             if pool is None:
-                pool = ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                pool = ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn"), initializer=init_worker,
                                            initargs=(cfg, os.getpid(), server.endpoint if server else None))
             lost = False
             if server is not None and not server.alive:
                 server.restart()
             while queue and len(running) < cfg.workers and not stop():
                 try:
-                    running[pool.submit(_run_in_worker, queue[0])] = queue[0]
+                    running[pool.submit(run_in_worker, queue[0])] = queue[0]
                 except BrokenProcessPool:  # a worker died while idle: no episode was lost with it
                     lost = True
                     break

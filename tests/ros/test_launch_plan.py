@@ -27,7 +27,8 @@ def defaults(executable: str) -> dict:
     if "(HardwareNode)" in source:  # managed nodes inherit the base's parameters (autostart)
         source += (REPO_ROOT / "nodes" / "runtime.py").read_text()
     return {call.args[0].value: ast.literal_eval(call.args[1]) for call in ast.walk(ast.parse(source))
-            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter"}
+            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter"
+            and isinstance(call.args[0], ast.Constant)}  # not the base's own super().declare_parameter(name, ...)
 
 
 def declared(executable: str) -> set[str]:
