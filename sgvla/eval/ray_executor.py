@@ -27,6 +27,7 @@ from typing import Any
 
 from sgvla.core.episode import EpisodeKey, InfrastructureFailure
 from sgvla.core.protocols import PolicyGaveUp
+from sgvla.eval.worker import Worker, WorkerSetupError
 from sgvla.policies.remote import PolicyServerLost, RemotePolicyError, answer
 
 log = logging.getLogger(__name__)
@@ -172,12 +173,10 @@ def _enter(cwd: str | None) -> None:
 
 
 class _WorkerActor:
-    """One `Worker` (sgvla.eval.runner) in an actor. A worker that cannot be set up says so at `ready`."""
+    """One `Worker` (sgvla.eval.worker) in an actor. A worker that cannot be set up says so at `ready`."""
 
     def __init__(self, cfg: Any, endpoint: RayEndpoint | None, cwd: str | None = None):
         _enter(cwd)
-        from sgvla.eval.runner import Worker
-
         self.error = ""
         try:
             self.worker = Worker(cfg, endpoint)
@@ -316,6 +315,15 @@ class _Cluster:
             except Exception:  # already gone
                 pass
 
+    def server_stats(self) -> dict:
+        """The policy server's batching stats ({} without a server, or one that is gone)."""
+        if self.server is None:
+            return {}
+        try:
+            return self.ray.get(self.server.stats.remote(), timeout=30)
+        except Exception:
+            return {}
+
     def close(self) -> None:
         for caller in list(self.actors):
             self.kill(self.actors.pop(caller))
@@ -331,11 +339,11 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {str(error)[:2000]}"
 
 
-def in_ray(cfg: Any, todo: list[EpisodeKey], stop: Callable[[], bool], server=None) -> Iterator:
+def in_ray(cfg: Any, todo: list[EpisodeKey], stop: Callable[[], bool], server=None,
+           stats: dict | None = None) -> Iterator:
     """The plan's episodes on the Ray cluster at `cfg.ray.address` (see the module docstring), yielded as
-    (episode, record or exception) as they end. `server` is unused: the policy server is an actor of the run."""
-    from sgvla.eval.runner import WorkerSetupError
-
+    (episode, record or exception) as they end. `server` is unused: the policy server is an actor of the run, whose
+    batching stats go into `stats` at the end."""
     if not todo:
         return
     owns_ray = _init(cfg)
@@ -345,6 +353,8 @@ def in_ray(cfg: Any, todo: list[EpisodeKey], stop: Callable[[], bool], server=No
         yield from _schedule(cluster, cfg, deque(todo), stop, WorkerSetupError)
     finally:
         if cluster is not None:
+            if stats is not None:
+                stats.update(cluster.server_stats())
             cluster.close()
         if owns_ray:
             import ray

@@ -170,7 +170,7 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
                 server = LocalServer(partial(build_policy_server, cfg)).start()
             except RuntimeError as e:
                 todo, stopped = [], f"a worker could not be set up, so no episode can run: {e}"
-        outcomes = _executor(cfg)(cfg, todo, lambda: bool(stopped), server)
+        outcomes = _executor(cfg, server_stats)(cfg, todo, lambda: bool(stopped), server)
         try:
             for episode, outcome in outcomes:
                 if isinstance(outcome, WorkerSetupError):
@@ -205,10 +205,11 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
                           stopped, run.superseded, server_stats)
 
 
-def _executor(cfg: EvalConfig) -> Callable[..., Iterator]:
-    """How the plan's episodes run: (cfg, todo, stop, server) -> (episode, record or exception) as they end."""
+def _executor(cfg: EvalConfig, server_stats: dict) -> Callable[..., Iterator]:
+    """How the plan's episodes run: (cfg, todo, stop, server) -> (episode, record or exception) as they end. The
+    Ray executor's policy server is an actor of its own, whose stats it puts into `server_stats`."""
     if cfg.executor == "ray":
         from sgvla.eval.ray_executor import in_ray
 
-        return in_ray
+        return partial(in_ray, stats=server_stats)
     return _in_process if cfg.workers == 1 else _in_pool

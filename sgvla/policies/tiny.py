@@ -8,6 +8,13 @@ tokenizer trained on LIBERO-Spatial instructions and scene-graph words, saved ne
 Its token counts are therefore not SmolVLM2's; the truncation mechanics are the same.
 
     sgvla make-tiny-policy smolvla /tmp/tiny_smolvla
+
+pi0 and pi05 cannot be made tiny: LeRobot 0.6.1 builds their PaliGemma and action expert from
+`get_gemma_config(variant)` ("gemma_2b" or "gemma_300m" only, both 18 layers), a hard-coded 257152-token vocabulary
+and transformers' default SigLIP tower (27 layers of 1152); no config field shrinks them. `build_weightless_pi0`
+and `build_weightless_pi05` save everything else offline (config, processors, a local PaliGemma-style tokenizer)
+and no weights: LeRobot then loads a randomly initialised full-size model (about 4e9 parameters, 15 GiB in
+float32), a check for a machine with the memory, not for the tests. Their processors load alone in a moment.
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ SPECIAL_TOKENS = {  # SmolVLM's named special tokens; SmolVLA reads the fake-ima
 }
 VOCAB_SIZE = 512
 
+# Gemma's named special tokens, in the order of their ids (0-3) in PaliGemma's tokenizer, which prepends <bos>.
+PALIGEMMA_SPECIAL_TOKENS = {"pad_token": "<pad>", "eos_token": "<eos>", "bos_token": "<bos>", "unk_token": "<unk>"}
+TOKENIZER_DIR = "tokenizer"  # where a weightless pi0/pi05 keeps its tokenizer, inside the checkpoint folder
+
 
 def _features() -> dict:
     from lerobot.configs import FeatureType, PolicyFeature
@@ -40,14 +51,20 @@ def _features() -> dict:
     return features
 
 
-def _dataset_stats() -> dict:
-    """Normalization stats: unit state, actions scaled to a tenth so random outputs stay in [-1, 1]."""
+def _dataset_stats(quantiles: bool = False) -> dict:
+    """Normalization stats: unit state, actions scaled to a tenth so random outputs stay in [-1, 1]; with
+    `quantiles` also q01/q99 at the same scales (pi05 normalizes by quantiles)."""
     import torch
 
-    return {
+    stats = {
         "observation.state": {"mean": torch.zeros(STATE_DIM), "std": torch.ones(STATE_DIM)},
         "action": {"mean": torch.zeros(ACTION_DIM), "std": torch.full((ACTION_DIM,), 0.1)},
     }
+    if quantiles:
+        for key, scale in (("observation.state", 1.0), ("action", 0.1)):
+            dim = len(stats[key]["mean"])
+            stats[key].update(q01=torch.full((dim,), -scale), q99=torch.full((dim,), scale))
+    return stats
 
 
 def _dataset_features(dataset_root: Path) -> tuple:
@@ -114,17 +131,24 @@ def _tokenizer_corpus() -> list[str]:
     return tasks + triplets + ["Current simulator semantic context:", "Scene graph:", "View: agentview"]
 
 
-def build_tokenizer():
-    """A byte-level BPE with SmolVLM's special tokens (any text tokenizes; common words are single tokens)."""
+def _train_bpe(special_tokens: list[str]):
+    """A byte-level BPE trained on `_tokenizer_corpus`, `special_tokens` first (ids 0, 1, ...)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(SPECIAL_TOKENS.values()),
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=special_tokens,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(_tokenizer_corpus(), trainer)
+    return tok
+
+
+def build_tokenizer():
+    """A byte-level BPE with SmolVLM's special tokens (any text tokenizes; common words are single tokens)."""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = _train_bpe(list(SPECIAL_TOKENS.values()))
     named = {k: SPECIAL_TOKENS[k] for k in ("pad_token", "bos_token", "eos_token")}
     extra = {k: v for k, v in SPECIAL_TOKENS.items() if k not in named}
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=SPECIAL_TOKENS["pad_token"],
@@ -170,6 +194,83 @@ def build_tiny_smolvla(out_dir: str | Path, seed: int = 0, dataset: str | Path |
         resize_imgs_with_padding=(IMAGE_SIZE, IMAGE_SIZE), chunk_size=CHUNK, n_action_steps=CHUNK, num_steps=2,
     )
     return _save(cfg, out_dir, seed, dataset)
+
+
+def build_paligemma_tokenizer():
+    """The byte-level BPE of `build_tokenizer` with Gemma's special tokens instead, prepending <bos> to every text as
+    PaliGemma's tokenizer does (pi0 and pi05 pad with <pad> to their budget). Not PaliGemma's 257k SentencePiece
+    vocabulary: token counts differ from the real ones, the budget mechanics do not."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    tok = _train_bpe(list(PALIGEMMA_SPECIAL_TOKENS.values()))
+    bos = PALIGEMMA_SPECIAL_TOKENS["bos_token"]
+    tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
+                                                       special_tokens=[(bos, tok.token_to_id(bos))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **PALIGEMMA_SPECIAL_TOKENS)
+
+
+def _pi_processors(cfg, stats: dict, tokenizer_dir: Path) -> tuple:
+    """The pre/post-processors of `make_pi0_pre_post_processors` / `make_pi05_pre_post_processors` (LeRobot 0.6.1),
+    step for step, with the tokenizer loaded from `tokenizer_dir`: LeRobot's functions name PaliGemma's hub
+    tokenizer and load it as they build, which cannot happen offline."""
+    from lerobot.policies.pi0.processor_pi0 import Pi0NewLineProcessor
+    from lerobot.policies.pi05.processor_pi05 import Pi05PrepareStateTokenizerProcessorStep
+    from lerobot.processor import (AbsoluteActionsProcessorStep, RelativeActionsProcessorStep,
+                                   TokenizerProcessorStep, make_default_policy_processor_steps,
+                                   make_policy_processor_pipelines)
+
+    relative = RelativeActionsProcessorStep(enabled=cfg.use_relative_actions, exclude_joints=cfg.relative_exclude_joints,
+                                            action_names=cfg.action_feature_names)
+    steps = make_default_policy_processor_steps(cfg, stats)
+    tokenize = TokenizerProcessorStep(tokenizer_name=str(tokenizer_dir), max_length=cfg.tokenizer_max_length,
+                                      padding_side="right", padding="max_length")
+    if cfg.type == "pi0":
+        inputs = [steps.rename_observations, steps.add_batch_dim, Pi0NewLineProcessor(), tokenize, steps.to_device,
+                  relative, steps.normalize]
+    else:
+        inputs = [steps.rename_observations, steps.add_batch_dim, relative, steps.normalize,
+                  Pi05PrepareStateTokenizerProcessorStep(max_state_dim=cfg.max_state_dim), tokenize, steps.to_device]
+    outputs = [steps.unnormalize, AbsoluteActionsProcessorStep(enabled=cfg.use_relative_actions, relative_step=relative),
+               steps.to_cpu]
+    return make_policy_processor_pipelines(input_steps=inputs, output_steps=outputs)
+
+
+def _save_weightless_pi(cfg, out_dir: Path) -> Path:
+    """`cfg` with LIBERO's features (as `make_policy` sets them), its processors and tokenizer; no weights."""
+    from lerobot.configs import FeatureType
+    from lerobot.policies.factory import env_to_policy_features
+
+    from sgvla.policies.lerobot_vla import libero_env_config
+
+    out_dir = Path(out_dir).resolve()
+    features = env_to_policy_features(libero_env_config())
+    cfg.output_features = {key: ft for key, ft in features.items() if ft.type is FeatureType.ACTION}
+    tokenizer_dir = out_dir / TOKENIZER_DIR
+    build_paligemma_tokenizer().save_pretrained(tokenizer_dir)
+    preprocessor, postprocessor = _pi_processors(cfg, _dataset_stats(quantiles=True), tokenizer_dir)
+    for part in (cfg, preprocessor, postprocessor):
+        part.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_weightless_pi0(out_dir: str | Path) -> Path:
+    """pi0 (PaliGemma gemma_2b, expert gemma_300m: the smallest pair that runs, as the 2048-wide image projector
+    feeds the VLM) without weights; budget 48 as pi0's; chunks of `CHUNK`, 2 denoising steps. Not tiny: see above."""
+    from lerobot.policies.pi0.configuration_pi0 import PI0Config
+
+    cfg = PI0Config(device="cpu", input_features=_features(), chunk_size=CHUNK, n_action_steps=CHUNK,
+                    num_inference_steps=2)
+    return _save_weightless_pi(cfg, Path(out_dir))
+
+
+def build_weightless_pi05(out_dir: str | Path) -> Path:
+    """pi05 as `build_weightless_pi0`; budget 200 as pi05's, quantile normalization (state and action)."""
+    from lerobot.policies.pi05.configuration_pi05 import PI05Config
+
+    cfg = PI05Config(device="cpu", input_features=_features(), chunk_size=CHUNK, n_action_steps=CHUNK,
+                     num_inference_steps=2)
+    return _save_weightless_pi(cfg, Path(out_dir))
 
 
 TINY_BUILDERS: dict[str, Callable[..., Path]] = {"act": build_tiny_act, "smolvla": build_tiny_smolvla}

@@ -12,21 +12,14 @@ import pytest
 
 import sgvla.plugins  # noqa: F401
 from sgvla.cli import main
-from sgvla.core.config import from_mapping
 from sgvla.core.episode import EpisodeKey
-from sgvla.eval.config import EvalConfig
 from sgvla.eval.results import ResultsFile
 from sgvla.eval.runner import plan, run_plan
 
+from .plans import small_config
+
 pytestmark = pytest.mark.sim
 ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
-
-
-def small_config(out, **kw) -> EvalConfig:
-    base = dict(name="t", suite={"type": "libero_spatial", "render_profile": "fast", "image_size": 64},
-                policies=[{"type": "prompt_grounded"}], tasks=[0], perturbations="table7",
-                modes=["standard", "scene_graph"], episodes=1, max_steps=15, workers=1, output_dir=str(out))
-    return from_mapping(EvalConfig, {**base, **kw})
 
 
 def test_records_carry_settings_prompt_and_grounding(tmp_path):

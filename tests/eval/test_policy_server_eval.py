@@ -4,34 +4,23 @@ and a policy server killed mid-run costs only its running episodes, as infrastru
 
 import json
 import multiprocessing
-import threading
-import time
 
 import pytest
 
 import sgvla.plugins  # noqa: F401
-from sgvla.core.config import from_mapping
 from sgvla.core.episode import EpisodeKey
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.runner import plan, run_plan
 from sgvla.policies.tiny import TINY_BUILDERS
 
-from ..sim_eval_tools import TIMING
+from .plans import records_by_key, run_with, small_config
 
 pytestmark = pytest.mark.sim
 
 
 def _plan(out, policies, **settings) -> EvalConfig:
-    return from_mapping(EvalConfig, {
-        "suite": {"type": "libero_spatial", "render_profile": "fast", "image_size": 64}, "policies": policies,
-        "tasks": [0], "perturbations": "ambiguous_prompt", "episodes": 1, "max_steps": 12, "workers": 2,
-        "output_dir": str(out), **settings})
-
-
-def _records(out) -> dict:
-    lines = (out / "episodes.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
-    return {EpisodeKey.of(r): {k: v for k, v in r.items() if k not in TIMING} for r in records}
+    return small_config(out, **{"policies": policies, "perturbations": "ambiguous_prompt", "max_steps": 12,
+                                "workers": 2, **settings})
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +38,7 @@ def test_every_learned_type_runs_two_workers_with_and_without_the_server(tiny_ch
         cfg = _plan(tmp_path / serve, policies, modes=["scene_graph"], policy_server={"serve": serve})
         summary = run_plan(cfg, progress=False)
         assert summary.complete and summary.recorded == len(plan(cfg)), summary
-        runs[serve] = _records(tmp_path / serve)
+        runs[serve] = records_by_key(tmp_path / serve)
         if serve == "learned":  # one server for both workers, hosting every policy
             assert set(summary.policy_server) == {p.display_name for p in cfg.policies}, summary.policy_server
     assert runs["none"].keys() == runs["learned"].keys()
@@ -71,34 +60,25 @@ def test_scripted_policies_served_record_exactly_what_they_record_in_the_workers
     policies = [{"type": "prompt_grounded"}, {"type": "expert"}]
     runs = {}
     for serve in ("none", "all"):
-        cfg = _plan(tmp_path / serve, policies, max_steps=60, policy_server={"serve": serve})
+        cfg = _plan(tmp_path / serve, policies, max_steps=30, policy_server={"serve": serve})
         assert run_plan(cfg, progress=False).complete
-        runs[serve] = _records(tmp_path / serve)
+        runs[serve] = records_by_key(tmp_path / serve)
     assert runs["none"] == runs["all"]
 
 
-def _kill_server_after_first_record(out, done: threading.Event, killed: list) -> None:
-    results = out / "episodes.jsonl"
-    while not done.is_set():
-        servers = [p for p in multiprocessing.active_children() if p.name == "sgvla-policy-server"]
-        if servers and results.is_file() and results.read_text().count("\n") >= 1:
-            servers[0].kill()
-            killed.append(servers[0].pid)
-            return
-        time.sleep(0.05)
+def _kill_the_server(killed: list) -> bool:
+    servers = [p for p in multiprocessing.active_children() if p.name == "sgvla-policy-server"]
+    if servers:
+        servers[0].kill()
+        killed.append(servers[0].pid)
+    return bool(servers)
 
 
 def test_a_killed_policy_server_costs_its_running_episodes_and_a_rerun_finishes(tmp_path):
     cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=3, max_steps=30,
                 policy_server={"serve": "all"})
-    done, killed = threading.Event(), []
-    watcher = threading.Thread(target=_kill_server_after_first_record, args=(tmp_path, done, killed))
-    watcher.start()
-    try:
-        first = run_plan(cfg, progress=False)
-    finally:
-        done.set()
-        watcher.join()
+    killed: list = []
+    first = run_with(cfg, lambda: _kill_the_server(killed))
     assert killed, "the policy server was never seen running"
     lost = [r for r in first.outstanding.values() if r["kind"] == "policy_server_lost"]
     assert lost and len(first.outstanding) == len(lost), first.outstanding

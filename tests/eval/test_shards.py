@@ -21,7 +21,7 @@ from sgvla.eval.run_dir import stored_settings
 from sgvla.eval.runner import plan, run_plan
 from sgvla.eval.shards import MergeError, block, merge_shards, parse_shard, shard_keys
 
-from .test_eval_run import small_config
+from .plans import small_config
 
 # Two policies, two tasks, two seeds, two modes: 4 matched blocks of 4 episodes.
 SMALL = dict(policies=[{"type": "prompt_grounded"}, {"type": "expert"}], tasks=[0, 1], episodes=2, max_steps=20)

@@ -96,3 +96,13 @@ def tiny_smolvla_dir(tmp_path_factory):
     from sgvla.policies.tiny import build_tiny_smolvla
 
     return build_tiny_smolvla(tmp_path_factory.mktemp("tiny_smolvla"))
+
+
+@pytest.fixture(scope="session")
+def weightless_pi_dirs(tmp_path_factory) -> dict:
+    """pi0 and pi05 checkpoints without weights (config, processors, local tokenizer): LeRobot 0.6.1 cannot build
+    them tiny, so loading one makes a full-size random model; see `sgvla.policies.tiny`."""
+    from sgvla.policies.tiny import build_weightless_pi0, build_weightless_pi05
+
+    return {"pi0": build_weightless_pi0(tmp_path_factory.mktemp("pi0")),
+            "pi05": build_weightless_pi05(tmp_path_factory.mktemp("pi05"))}
