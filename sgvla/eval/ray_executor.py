@@ -346,7 +346,14 @@ def in_ray(cfg: Any, todo: list[EpisodeKey], stop: Callable[[], bool], server=No
     batching stats go into `stats` at the end."""
     if not todo:
         return
-    owns_ray = _init(cfg)
+    try:
+        owns_ray = _init(cfg)
+    except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there: no episode can run
+        yield todo[0], WorkerSetupError(
+            f"cannot reach a Ray cluster at ray.address={cfg.ray.address} ({type(e).__name__}: {str(e)[:300]}); "
+            "start one (`ray start --head --port=6379` here, `ray start --address=HEAD:6379` on the other machines) "
+            "and pass its address (ray.address=HEAD:6379), or run locally (executor=local)")
+        return
     cluster = None
     try:
         cluster = _Cluster(cfg)
