@@ -123,7 +123,7 @@ class PolicyServer:
     scripted policies' steps carry in `info["pick_place"]` (a worker's own stays with its simulator)."""
 
     def __init__(self, builders: Mapping[str, Callable[[], BatchPolicy]], *, max_batch: int = 8,
-                 max_wait_ms: float = 5.0, controller_factory: Callable[[str, str], Any] | None = None):
+                 max_wait_ms: float = 30.0, controller_factory: Callable[[str, str], Any] | None = None):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if max_wait_ms < 0:
