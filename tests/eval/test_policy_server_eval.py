@@ -1,5 +1,6 @@
 """`sgvla eval` with one policy server for its workers, on the real LIBERO simulator: every learned policy type runs
-a plan with two workers, with per-worker copies and served; served and per-worker runs record the same episodes;
+a plan with two workers, with per-worker copies and served; served and per-worker runs record the same episodes
+(how batches form is tests/policies/test_policy_server.py's: here workers start when they start);
 and a policy server killed mid-run costs only its running episodes, as infrastructure failures a rerun finishes."""
 
 import json
@@ -39,21 +40,12 @@ def test_every_learned_type_runs_two_workers_with_and_without_the_server(tiny_ch
         summary = run_plan(cfg, progress=False)
         assert summary.complete and summary.recorded == len(plan(cfg)), summary
         runs[serve] = records_by_key(tmp_path / serve)
-        if serve == "learned":  # one server for both workers, hosting every policy
-            assert set(summary.policy_server) == {p.display_name for p in cfg.policies}, summary.policy_server
+        if serve == "learned":  # one server for both workers, hosting every policy, serving every step
+            steps = {name: stats["steps"] for name, stats in summary.policy_server.items()}
+            assert steps == {p.display_name: 12 for p in cfg.policies}, summary.policy_server
     assert runs["none"].keys() == runs["learned"].keys()
     for key, record in runs["none"].items():
         assert record == runs["learned"][key], key
-
-
-def test_two_workers_on_one_policy_share_its_forward_passes(tiny_checkpoints, tmp_path):
-    """Matched order runs a seed's two modes side by side: with one policy, both workers step it together."""
-    cfg = _plan(tmp_path, [{"type": "act", "path": tiny_checkpoints["act"]}], max_steps=20,
-                policy_server={"max_wait_ms": 100})
-    summary = run_plan(cfg, progress=False)
-    assert summary.complete
-    (stats,) = summary.policy_server.values()
-    assert stats["steps"] == 2 * 20 and max(stats["batch_sizes"]) == 2, stats
 
 
 def test_scripted_policies_served_record_exactly_what_they_record_in_the_workers(tmp_path):
