@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sgvla.core.episode import EpisodeKey, InfrastructureFailure
-from sgvla.core.protocols import PolicyGaveUp
 from sgvla.eval.worker import Worker, WorkerSetupError
-from sgvla.policies.remote import PolicyServerLost, RemotePolicyError, answer
+from sgvla.policies.remote import PolicyServerLost, answer, call_server
 
 log = logging.getLogger(__name__)
 __all__ = ["in_ray", "RayEndpoint", "RayClient", "WorkerLost", "NAMESPACE", "SERVER_PREFIX"]
@@ -140,24 +139,8 @@ class RayClient:
         return ray.get(self._server().call.remote(self.endpoint.caller, policy, session, method, args))
 
     def call(self, policy: str, session: str, method: str, *args: Any) -> Any:
-        lost = _actor_errors()
-        try:
-            status, payload = self._exchange(policy, session, method, args)
-        except lost as e:
-            self._actor = None
-            try:
-                if method != "reset":
-                    raise
-                status, payload = self._exchange(policy, session, method, args)
-            except lost:
-                self._actor = None
-                raise PolicyServerLost(f"the policy server ({self.endpoint.name}) is gone: "
-                                       f"{type(e).__name__}: {str(e)[:500]}") from None
-        if status == "ok":
-            return payload
-        if status == "gave_up":
-            raise PolicyGaveUp(payload)
-        raise RemotePolicyError(payload)
+        return call_server(lambda: self._exchange(policy, session, method, args), self.close, _actor_errors(),
+                           self.endpoint.name, method)
 
     def close(self) -> None:
         self._actor = None

@@ -109,25 +109,8 @@ class LocalClient:
         self._conn: Connection | None = None
 
     def call(self, policy: str, session: str, method: str, *args: Any) -> Any:
-        try:
-            status, payload = self._exchange((policy, session, method, args))
-        except (OSError, EOFError) as e:
-            self.close()
-            # A reset opens its session anew, so it may be sent again: once, on a new connection, which reaches a
-            # server restarted since this worker's last call (its old connection died with the old server).
-            try:
-                if method != "reset":
-                    raise
-                status, payload = self._exchange((policy, session, method, args))
-            except (OSError, EOFError):
-                self.close()
-                raise PolicyServerLost(f"the policy server ({self.endpoint.address}) is gone: "
-                                       f"{type(e).__name__}: {e}") from None
-        if status == "ok":
-            return payload
-        if status == "gave_up":
-            raise PolicyGaveUp(payload)
-        raise RemotePolicyError(payload)
+        return call_server(lambda: self._exchange((policy, session, method, args)), self.close, (OSError, EOFError),
+                           self.endpoint.address, method)
 
     def _exchange(self, message: tuple) -> tuple[str, Any]:
         if self._conn is None:
@@ -142,6 +125,30 @@ class LocalClient:
             except OSError:
                 pass
             self._conn = None
+
+
+def call_server(exchange: Callable[[], tuple[str, Any]], forget: Callable[[], None],
+                lost: tuple[type[BaseException], ...], where: str, method: str) -> Any:
+    """One call of a client through its transport (`exchange` sends it, returns the server's `answer`): the server's
+    result, its policy's `PolicyGaveUp`, or `RemotePolicyError`. A transport error in `lost` means the server is gone
+    (`forget` drops the transport's handle to it): a reset, which opens its session anew, is sent once more (a server
+    restarted since this client's last call answers it); anything else is a `PolicyServerLost`."""
+    try:
+        status, payload = exchange()
+    except lost as e:
+        forget()
+        try:
+            if method != "reset":
+                raise
+            status, payload = exchange()
+        except lost:
+            forget()
+            raise PolicyServerLost(f"the policy server ({where}) is gone: {type(e).__name__}: {str(e)[:500]}") from None
+    if status == "ok":
+        return payload
+    if status == "gave_up":
+        raise PolicyGaveUp(payload)
+    raise RemotePolicyError(payload)
 
 
 def answer(server: Any, policy: str, session: str, method: str, args: tuple) -> tuple[str, Any]:
