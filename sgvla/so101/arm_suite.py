@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sgvla.eval.suite import SuiteConfig
+from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.joints import DEFAULT_LIMITS, JOINTS
 
 
@@ -54,7 +55,7 @@ class So101HardwareSuite(SuiteConfig):
 
     tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
     ontology: ClassVar[str] = "so101_tabletop"
-    views: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
+    views: ClassVar[tuple[str, ...]] = CAMERAS
     learned_policies: ClassVar[bool] = True  # LeRobot checkpoints trained on SO101 data (sgvla.so101.learned)
     image_graph_sources: ClassVar[bool] = False
     privileged_scene: ClassVar[bool] = False  # no simulator: what is known of the objects is perceived

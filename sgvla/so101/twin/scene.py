@@ -14,6 +14,7 @@ import mujoco
 import numpy as np
 
 from sgvla.paths import resolve_data_path
+from sgvla.so101.cameras import AGENTVIEW, WRIST
 from sgvla.so101.hardware.calibration import CameraCalibration, load_camera_calibration
 from sgvla.so101.perception.fiducials import MarkerConfig, load_marker_config
 from sgvla.so101.twin.config import BOWLS, BowlShape, BoxShape, TaskLayout, TwinConfig
@@ -22,7 +23,6 @@ from sgvla.so101.urdf import source_dir
 SO101_XML = source_dir() / "assets" / "so101_new_calib.xml"  # found without importing gymnasium
 ARM_ROOT = "base"  # root body of the SO101 MJCF; the arm base frame is the world frame
 WRIST_BODY = "gripper"  # the URDF's gripper_link
-AGENTVIEW, WRIST = "agentview", "wrist"
 JAW_PADS = ("fixed_jaw_pad", "moving_jaw_pad")
 MARKER_GEOM = "_fiducial"  # in the names of the markers' geoms: <object>_fiducial<id>
 MARKER_THICKNESS = 0.0004  # metres: a printed sheet on the surface

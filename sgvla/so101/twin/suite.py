@@ -18,7 +18,7 @@ import numpy as np
 from sgvla.core.state import RobotState
 
 from sgvla.eval.suite import SuiteConfig
-from sgvla.so101.twin.scene import AGENTVIEW, WRIST
+from sgvla.so101.cameras import AGENTVIEW, WRIST
 
 
 @SuiteConfig.register("so101_twin")
