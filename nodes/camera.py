@@ -12,6 +12,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from sgvla_ros.runtime import HardwareNode, run_node
 from sgvla_ros.qos import QOS
 
+from sgvla.so101.cameras import AGENTVIEW
 from sgvla.so101.hardware.calibration import load_camera_calibration
 from sgvla.so101.hardware.cameras import Camera
 from sgvla.so101.hardware.config import load_hardware_config
@@ -21,7 +22,7 @@ class CameraNode(HardwareNode):
     def __init__(self, **kwargs):
         super().__init__("camera", **kwargs)
         self.declare_parameter("config", "so101")  # rig: a name in config/hardware/ or a YAML path
-        self.declare_parameter("camera", "agentview")  # a camera name of the rig
+        self.declare_parameter("camera", AGENTVIEW)  # a camera name of the rig
         self.declare_parameter("reconnect_s", 1.0)
         name = self.get_parameter("camera").value
         rig = load_hardware_config(self.get_parameter("config").value)

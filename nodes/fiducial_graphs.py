@@ -21,6 +21,7 @@ from geometry_msgs.msg import Point, Quaternion, Vector3
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header, String
 
+from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.calibration import load_camera_calibration
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.kinematics import quaternion_xyzw
@@ -50,7 +51,7 @@ class FiducialGraphs(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("fiducial_graphs", **kwargs)
         self.declare_parameter("config", "so101")  # rig: its cameras (names, depth, calibration files)
-        self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to perceive with
+        self.declare_parameter("cameras", list(CAMERAS))  # rig camera names to perceive with
         self.declare_parameter("markers", "config/perception/so101_markers.yaml")  # marker layout
         self.declare_parameter("rate_hz", 10.0)  # perception updates per second (newest frame of each camera)
         self.declare_parameter("use_depth", True)  # refine with aligned depth where the camera has it

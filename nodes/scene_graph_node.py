@@ -13,6 +13,8 @@ from collections import OrderedDict
 import numpy as np
 from sensor_msgs.msg import Image
 
+import sgvla.plugins  # noqa: F401  (registers the suites: the default plan's suite gives the defaults)
+from sgvla.eval.config import default_suite
 from sgvla.core.state import ground_truth_views
 from sgvla.scene_graph import format_prompt_context, load_ontology
 from sgvla_interfaces.msg import GraphContext, SceneGraph
@@ -29,9 +31,9 @@ KEEP = 8  # graphs and images kept per camera to pair overlays
 class SceneGraphNode(SgvlaNode):
     def __init__(self, **kwargs):
         super().__init__("scene_graph", **kwargs)
-        self.declare_parameter("ontology", "libero_spatial")
+        self.declare_parameter("ontology", default_suite().ontology)
         self.declare_parameter("context_style", "reference")  # of the serialized text: reference | compact | json
-        self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # topics created up front
+        self.declare_parameter("cameras", list(default_suite().rendered()))  # topics created up front
         self.declare_parameter("overlay", False)  # draw graphs on the camera images
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         self.ontology = load_ontology(param("ontology"))

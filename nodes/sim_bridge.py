@@ -16,6 +16,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header, String
 
 from sgvla.core.state import object_aabbs
+from sgvla.eval.config import default_suite
 from sgvla.eval.suite import SuiteConfig
 from sgvla.nodegraph.environment import EnvironmentSession, EnvironmentSettings
 from sgvla_interfaces.msg import Action, ObjectState, ObjectStates, StepStatus
@@ -34,7 +35,7 @@ class SimBridge(ResourceNode):
         self.declare_parameter("lockstep", True)
         self.declare_parameter("rate_hz", 20.0)  # free-running control steps per second
         self.declare_parameter("render_images", False)  # true: render even when the request does not ask
-        self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # camera topics created up front
+        self.declare_parameter("cameras", list(default_suite().rendered()))  # camera topics created up front
         self.declare_parameter("frame_id", "world")
         self.declare_parameter("preload", ["sgvla.libero.env"])  # modules imported now, not at the first reset
         param = lambda name: self.get_parameter(name).value  # noqa: E731

@@ -24,6 +24,8 @@ from std_msgs.msg import String
 import sgvla.plugins  # noqa: F401  (registers the context modes)
 from sgvla.core.context import ContextMode
 from sgvla.scene_graph import Graph, ViewGraph, load_ontology
+from sgvla.so101.arm_suite import So101HardwareSuite
+from sgvla.so101.cameras import AGENTVIEW
 from sgvla.so101.hardware.joints import from_radians
 from sgvla.so101.learned import ChunkedActor, So101Checkpoint, So101Observation
 
@@ -38,8 +40,8 @@ class SO101Policy(ResourceNode):
         self.declare_parameter("refill_at", 0.5)  # ask for the next chunk when this share of the current one is left
         self.declare_parameter("min_inference_s", 0.0)  # pad each inference to at least this long
         self.declare_parameter("mode", "standard")  # context mode: standard, scene_graph, scene_graph_full
-        self.declare_parameter("view", "agentview")  # the camera whose scene graph the prompt carries
-        self.declare_parameter("ontology", "so101_tabletop")  # object names of the graph
+        self.declare_parameter("view", AGENTVIEW)  # the camera whose scene graph the prompt carries
+        self.declare_parameter("ontology", So101HardwareSuite.ontology)  # object names of the graph
         self.declare_parameter("context_style", "reference")  # how the graph is written into the prompt
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         if not param("policy_path"):

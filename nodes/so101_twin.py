@@ -22,6 +22,7 @@ from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import Header, Int64, String
 
+from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.cameras import Camera, TwinSource
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import from_radians
@@ -45,7 +46,7 @@ class SO101TwinNode(ResourceNode):
         self.declare_parameter("config", "twin")  # rig: cameras (source: twin), control rate, safety limits
         self.declare_parameter("task_id", 0)  # config/twin/so101_tabletop.yaml's task
         self.declare_parameter("seed", 0)  # of the scene reset
-        self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to publish
+        self.declare_parameter("cameras", list(CAMERAS))  # rig camera names to publish
         self.declare_parameter("graph_rate_hz", 5.0)  # ground-truth scene graphs per second; 0: none
         self.declare_parameter("max_catch_up_s", 0.25)  # physics catch-up per tick after a stall
         self.declare_parameter("render_meshes", "decimated")  # or "full": what cameras draw (config/twin's option)

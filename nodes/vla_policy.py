@@ -25,6 +25,7 @@ from sgvla.core.context import ContextMode
 from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure
 from sgvla.core.protocols import Step
 from sgvla.core.state import Observation
+from sgvla.eval.config import default_suite
 from sgvla.eval.suite import SuiteConfig
 from sgvla.policies.registry import PolicyConfig
 from sgvla.policies.session import PolicySession
@@ -70,7 +71,7 @@ class VLAPolicy(ResourceNode):
         super().__init__("vla_policy", **kwargs)
         self.declare_parameter("lockstep", True)
         self.declare_parameter("preload", ["sgvla.libero.expert"])  # modules imported now, not at the first step
-        self.declare_parameter("cameras", ["agentview", "robot0_eye_in_hand"])  # image topics a learned policy reads
+        self.declare_parameter("cameras", list(default_suite().rendered()))  # image topics a learned policy reads
         self.declare_parameter("reset_timeout_s", 900.0)  # a reset may build a simulator
         self.declare_parameter("step_timeout_s", 120.0)  # no input of the current step for this long: infra failure
         param = lambda name: self.get_parameter(name).value  # noqa: E731

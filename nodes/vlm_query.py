@@ -8,6 +8,8 @@ blocks the camera or the control loop.
 import numpy as np
 from sensor_msgs.msg import Image
 
+import sgvla.plugins  # noqa: F401  (registers the suites: the default plan's suite gives the defaults)
+from sgvla.eval.config import default_suite
 from sgvla.scene_graph.ontology import load_ontology
 from sgvla.vlm.config import load_client_config, make_vlm
 from sgvla.vlm.live import LatestFrameWorker
@@ -37,8 +39,8 @@ class VLMQuery(ResourceNode):
         super().__init__("vlm_query")
         self.declare_parameter("client", "")  # a name in config/vlm/clients/ or a YAML path
         self.declare_parameter("prompt", str(DEFAULT_PROMPT))
-        self.declare_parameter("ontology", "libero_spatial")
-        self.declare_parameter("camera", "agentview")
+        self.declare_parameter("ontology", default_suite().ontology)
+        self.declare_parameter("camera", default_suite().views[0])
         self.declare_parameter("task", "")
         self.declare_parameter("image_topic", "image")
         self.declare_parameter("topic", "scene_graph")
@@ -47,9 +49,9 @@ class VLMQuery(ResourceNode):
         if not param("client"):
             raise ValueError("vlm_query: set the 'client' parameter (client config name or YAML path)")
         self.ontology = load_ontology(param("ontology"))
-        self.camera = canonical_camera(param("camera"))
-        self.task = param("task")
         self.prompt = load_prompt(param("prompt"))
+        self.camera = canonical_camera(param("camera"), self.prompt)
+        self.task = param("task")
         vlm = self.own(make_vlm(load_client_config(param("client")), self.prompt, self.ontology))
         self.worker = self.own(LatestFrameWorker(vlm, param("rate_hz")))
         self.publisher = self.create_publisher(SceneGraph, param("topic"), QOS["reliable"])

@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
     add_client_arguments(p)
     p.add_argument("--ontology", default="so101_tabletop")
     p.add_argument("--camera", action="append", default=[], metavar="KEY=VIEW",
-                   help="camera feature and its view, e.g. observation.images.wrist=robot0_eye_in_hand "
+                   help="camera feature and the prompt camera (or alias) it is, e.g. observation.images.top=agent "
                         "(default: every camera; 'wrist' in the key means the wrist view)")
     p.add_argument("--rotate-180", action="store_true", help="turn images upside down before querying")
     p.add_argument("--episodes-per-task", type=int, default=0)
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         key, sep, view = item.partition("=")
         if not sep:
             raise SystemExit(f"--camera {item!r}: expected KEY=VIEW")
-        cameras[key] = canonical_camera(view)
+        cameras[key] = canonical_camera(view, prompt)
     sampling = Sampling(args.episodes_per_task, args.frames_per_episode, args.seed)
     for done in annotate_dataset(args.dataset, configs, prompt, ontology, sampling, cameras, args.rotate_180, args.out,
                                  args.chunk, not args.no_progress):

@@ -51,7 +51,8 @@ def add_parser(sub) -> None:
     add_client_arguments(p)
     p.add_argument("--out", default="outputs/vlm_bench", help="output folder (its answers/ cache is reused)")
     p.add_argument("--ontology", default="libero_spatial")
-    p.add_argument("--cameras", nargs="+", default=["agentview", "robot0_eye_in_hand"])
+    p.add_argument("--cameras", nargs="+", help="cameras to score, by name or alias (default: every camera the "
+                                                "prompt describes)")
     p.add_argument("--episodes-per-task", type=int, default=0, help="episodes sampled per task (0: all)")
     p.add_argument("--task-id", action="append", default=[], metavar="FILE_STEM=ID",
                    help="task id of a file whose language does not name a LIBERO-Spatial task")
@@ -75,10 +76,11 @@ def run(args: argparse.Namespace) -> int:
         ontology = load_ontology(args.ontology)
         configs = load_clients(args.client, parse_items(overrides), ontology)
         refs = read_reference_graphs(args.reference) if args.reference else None
+        prompt = load_prompt(args.prompt)
         bench = Benchmark(
             sources=open_sources(data, ontology, _pairs(args.task_id, "--task-id"), refs),
-            ontology=ontology, prompt=load_prompt(args.prompt),
-            cameras=tuple(canonical_camera(c) for c in args.cameras),
+            ontology=ontology, prompt=prompt,
+            cameras=tuple(canonical_camera(c, prompt) for c in args.cameras or prompt.cameras),
             sampling=Sampling(args.episodes_per_task, args.frames_per_episode, args.seed),
             out=Path(args.out), examples=args.examples, chunk=args.chunk, progress=not args.no_progress,
         )

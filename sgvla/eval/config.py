@@ -27,7 +27,8 @@ from sgvla.policies.registry import PolicyConfig
 from sgvla.scene_graph.serialize import STYLES
 
 
-def _default_suite() -> SuiteConfig:
+def default_suite() -> SuiteConfig:
+    """The suite of a plan that names none (its cameras and ontology are also the sim nodes' defaults)."""
     return SuiteConfig.choice("libero_spatial")()
 
 
@@ -97,10 +98,10 @@ def _duplicates(items: list) -> list:
 @dataclass
 class EvalConfig:
     name: str = "eval"
-    suite: SuiteConfig = field(default_factory=_default_suite)
+    suite: SuiteConfig = field(default_factory=default_suite)
     policies: list[PolicyConfig] = field(default_factory=_default_policies)
-    tasks: list[int] = field(default_factory=lambda: list(range(10)))
-    perturbations: str = "table7"  # a perturbation set of the suite (config/perturbations/<name>.yaml)
+    tasks: list[int] | None = None  # None: every task of the suite
+    perturbations: str = ""  # a perturbation set of the suite (config/perturbations/); "": the suite's default set
     modes: list[str] = field(default_factory=lambda: ["standard", "scene_graph"])  # registered context modes
     episodes: int = 10  # seeds seed_offset .. seed_offset + episodes - 1
     seed_offset: int = 0
@@ -108,7 +109,7 @@ class EvalConfig:
     # pair): fixed with the plan, since choosing it while looking at results would void the test's error rate.
     alpha: float = 0.05
     graph_source: GraphSourceConfig = field(default_factory=GroundTruthConfig)
-    view: str = "agentview"  # the camera whose graph the prompt shows
+    view: str = ""  # the camera whose graph the prompt shows; "": the suite's first view (its agent view)
     context_style: Literal[STYLES] = "reference"  # how the graph is written into the prompt
     max_steps: int | None = None  # None: the suite's limit (LIBERO-Spatial: 280, so101_twin: 300)
     workers: int = 1
@@ -135,6 +136,10 @@ class EvalConfig:
     ray: RayConfig = field(default_factory=RayConfig)
 
     def __post_init__(self):
+        # The suite's facts fill what the plan leaves out: a plan names only what it changes.
+        self.tasks = list(self.suite.tasks) if self.tasks is None else self.tasks
+        self.perturbations = self.perturbations or self.suite.default_perturbations
+        self.view = self.view or self.suite.views[0]
         for key in ("modes", "tasks", "policies"):
             if not getattr(self, key):
                 raise ValueError(f"{key} is empty")

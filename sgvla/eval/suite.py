@@ -26,7 +26,8 @@ class SuiteConfig(Choice, kind="suite"):
 
     tasks: ClassVar[tuple[int, ...]] = ()
     ontology: ClassVar[str] = ""
-    views: ClassVar[tuple[str, ...]] = ()  # cameras a plan may take the graph of
+    views: ClassVar[tuple[str, ...]] = ()  # cameras a plan may take the graph of; the first is a plan's default view
+    default_perturbations: ClassVar[str] = "none"  # the perturbation set a plan that names none runs
     cameras: ClassVar[tuple[str, ...]] = ()  # cameras its backend renders unless a perturbation says otherwise; ()
     # means all its views. The node graph creates their topics and subscribes a learned policy to them.
     learned_policies: ClassVar[bool] = True  # whether LeRobot checkpoints can act on it

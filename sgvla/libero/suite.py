@@ -32,6 +32,7 @@ class LiberoSpatialSuite(SuiteConfig):
     ontology: ClassVar[str] = "libero_spatial"
     views: ClassVar[tuple[str, ...]] = CAMERAS  # graphs project into any scene camera of LIBERO
     cameras: ClassVar[tuple[str, ...]] = DEFAULT_CAMERAS
+    default_perturbations: ClassVar[str] = "table7"  # the paper's perturbation set of LIBERO-Spatial
 
     def __post_init__(self) -> None:
         low, high = IMAGE_SIZES

@@ -180,12 +180,12 @@ class Benchmark:
                 results.append(self.score(config, frames, refs, cache.records))
                 records.append(cache.records)
         t = time.perf_counter()
-        write_tables(self.out, results)
+        write_tables(self.out, results, self.prompt.view_labels)
         (self.out / "scores.json").write_text(json.dumps(
             [{"model": r.model, "prompt": r.prompt, "constraint": r.constraint, "errors": r.errors,
               "truncated": r.truncated, "scores": {v: s.to_dict() for v, s in r.scores.items()}} for r in results],
             indent=1))
-        write_plots(self.out, results)
+        write_plots(self.out, results, self.prompt.view_labels)
         t = self.timer.add("tables_and_plots", t)
         self.write_examples(configs, records, frames, refs)
         self.timer.add("examples", t)

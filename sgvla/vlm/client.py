@@ -18,7 +18,7 @@ import numpy as np
 from sgvla.scene_graph.ontology import RELATIONS, Ontology
 from sgvla.scene_graph.parse import ParseResult, parse_triplets
 from sgvla.vlm.constraints import Constraint, make_constraint
-from sgvla.vlm.prompts import PromptTemplate, canonical_camera
+from sgvla.vlm.prompts import PromptTemplate
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class SceneGraphVLM:
     def requests(self, queries: Sequence[GraphQuery]) -> list[ChatRequest]:
         out = []
         for q in queries:
-            p = self.prompt.render(q.task, canonical_camera(q.camera), self.ontology.objects, self.relations)
+            p = self.prompt.render(q.task, q.camera, self.ontology.objects, self.relations)
             out.append(ChatRequest(tuple(q.images), p.system, p.user, self._constraint))
         return out
 

@@ -21,9 +21,9 @@ from sgvla.core.config import ConfigError, load_yaml
 from sgvla.paths import CONFIG_DIR
 from sgvla.scene_graph.ontology import Ontology
 from sgvla.scene_graph.triplet import Graph
+from sgvla.vlm.prompts import canonical_camera
 
 ANNOTATION_VERSION = "1"
-LIBERO_IMAGE_KEYS = {"agentview": "agentview_rgb", "robot0_eye_in_hand": "eye_in_hand_rgb"}
 LIBERO_TASKS = CONFIG_DIR / "vlm" / "libero_spatial_tasks.yaml"
 
 
@@ -66,17 +66,22 @@ def _words(text: str) -> str:
 
 
 class TaskTable:
-    """Task ids by language instruction (and by file name, which LIBERO derives from it)."""
+    """Task ids by language instruction (and by file name, which LIBERO derives from it), and where the LIBERO
+    layout keeps each camera's images (`image_keys`: camera -> dataset name under data/<demo>/obs/)."""
 
-    def __init__(self, tasks: dict[str, str]) -> None:
+    def __init__(self, tasks: dict[str, str], image_keys: dict[str, str]) -> None:
         self.by_words = {_words(text): str(task_id) for task_id, text in tasks.items()}
+        self.image_keys = dict(image_keys)
 
     @classmethod
     def load(cls, path: str | Path = LIBERO_TASKS) -> TaskTable:
-        tasks = load_yaml(path).get("tasks")
+        data = load_yaml(path)
+        tasks, keys = data.get("tasks"), data.get("image_keys")
         if not isinstance(tasks, dict) or not tasks:
             raise ConfigError(f"{path}.tasks: expected a mapping of task id -> language instruction")
-        return cls({str(k): str(v) for k, v in tasks.items()})
+        if not isinstance(keys, dict) or not keys:
+            raise ConfigError(f"{path}.image_keys: expected a mapping of camera -> image dataset name")
+        return cls({str(k): str(v) for k, v in tasks.items()}, {str(k): str(v) for k, v in keys.items()})
 
     def find(self, language: str, file_name: str = "") -> str | None:
         if _words(language) in self.by_words:
@@ -111,20 +116,22 @@ class LiberoFile:
         if unknown:
             raise ValueError(f"{self.path}: objects {unknown} are not in ontology {ontology.name!r}")
         self.task = json.loads(_attr(data, "problem_info") or "{}").get("language_instruction", "")
-        self.task_id = task_id or (tasks or TaskTable.load()).find(self.task, self.name)
+        self.table = tasks or TaskTable.load()
+        self.task_id = task_id or self.table.find(self.task, self.name)
         if self.task_id is None:
             raise ValueError(f"{self.path}: cannot tell its LIBERO-Spatial task from {self.task!r}; "
                              f"pass --task-id {self.name}=ID")
         self.demos = sorted(data, key=lambda k: int(k.rsplit("_", 1)[-1]) if k.rsplit("_", 1)[-1].isdigit() else 0)
-        self.cameras = tuple(v for v, key in LIBERO_IMAGE_KEYS.items()
+        self.cameras = tuple(v for v, key in self.table.image_keys.items()
                              if self.demos and f"obs/{key}" in data[self.demos[0]])
 
     def episodes(self) -> list[Episode]:
-        return [Episode(self.name, d, self.task_id, self.task, len(self.file["data"][d]["obs"]["agentview_rgb"]))
+        first = self.table.image_keys[self.cameras[0]] if self.cameras else next(iter(self.table.image_keys.values()))
+        return [Episode(self.name, d, self.task_id, self.task, len(self.file["data"][d]["obs"][first]))
                 for d in self.demos]
 
     def images(self, episode: str, camera: str, frames: Sequence[int]) -> np.ndarray:
-        stored = self.file["data"][episode]["obs"][LIBERO_IMAGE_KEYS[camera]][list(frames)]
+        stored = self.file["data"][episode]["obs"][self.table.image_keys[camera]][list(frames)]
         return np.ascontiguousarray(stored[:, ::-1, ::-1])
 
     def references(self, episode: str, camera: str, frames: Sequence[int]) -> list[Graph]:
@@ -151,7 +158,9 @@ class LeRobotSource:
         self.name = self.root.name
         self.dataset = LeRobotDataset(repo_id or f"local/{self.name}", root=self.root, return_uint8=True)
         keys = self.dataset.meta.camera_keys
-        self.keys = cameras or {k: ("robot0_eye_in_hand" if "wrist" in k else "agentview") for k in keys}
+        # By default a dataset camera is the prompt's described view of its name (`wrist`: the wrist view), else
+        # the fixed view: the prompt file's aliases say which.
+        self.keys = cameras or {k: canonical_camera("wrist" if "wrist" in k else "agent") for k in keys}
         missing = sorted(set(self.keys) - set(keys))
         if missing:
             raise ValueError(f"{self.root}: no camera {missing}; it has {keys}")

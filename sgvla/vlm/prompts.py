@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 
 from sgvla.core.config import ConfigError, from_mapping, load_yaml
@@ -12,13 +13,18 @@ from sgvla.paths import CONFIG_DIR
 from sgvla.scene_graph.ontology import RELATIONS
 
 DEFAULT_PROMPT = CONFIG_DIR / "vlm" / "prompt_scene_graph.yaml"
-# Short names accepted wherever a camera is named.
-CAMERA_ALIASES = {"wrist": "robot0_eye_in_hand", "eye_in_hand": "robot0_eye_in_hand", "agent": "agentview"}
 _FIELDS = ("camera", "task", "objects", "relations")
 
 
-def canonical_camera(name: str) -> str:
-    return CAMERA_ALIASES.get(name, name)
+@cache
+def default_prompt() -> PromptTemplate:
+    return load_prompt(DEFAULT_PROMPT)
+
+
+def canonical_camera(name: str, prompt: PromptTemplate | None = None) -> str:
+    """The camera a prompt describes under `name`: `name` itself, or the described camera it is another name of
+    (the prompt file's `aliases`: a rig's camera names, short names). `prompt`: the default prompt when None."""
+    return (prompt or default_prompt()).camera(name)
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,9 @@ class PromptTemplate:
     version: str
     system: str
     user: str
-    cameras: dict[str, str] = field(default_factory=dict)
+    cameras: dict[str, str] = field(default_factory=dict)  # what the VLM is told of each view, by camera name
+    aliases: dict[str, str] = field(default_factory=dict)  # other names of described cameras -> the described name
+    labels: dict[str, str] = field(default_factory=dict)  # a described camera's label in tables; default: its name
 
     def __post_init__(self) -> None:
         try:
@@ -44,6 +52,20 @@ class PromptTemplate:
             raise ValueError(f"user template: bad placeholder {exc}; allowed: {{{'}, {'.join(_FIELDS)}}}") from None
         if not self.cameras:
             raise ValueError("cameras: describe at least one camera")
+        for key, named in (("aliases", self.aliases.values()), ("labels", self.labels)):
+            wrong = sorted(set(named) - set(self.cameras))
+            if wrong:
+                raise ValueError(f"{key}: {wrong} are not cameras the prompt describes; it describes "
+                                 f"{sorted(self.cameras)}")
+
+    @property
+    def view_labels(self) -> dict[str, str]:
+        """Every described camera's table label, in the file's order."""
+        return {camera: self.labels.get(camera, camera) for camera in self.cameras}
+
+    def camera(self, name: str) -> str:
+        """The described camera `name` is (itself, or by an alias)."""
+        return self.aliases.get(name, name)
 
     @property
     def sha(self) -> str:
@@ -60,7 +82,7 @@ class PromptTemplate:
 
     def render(self, task: str, camera: str, objects: tuple[str, ...],
                relations: tuple[str, ...] = RELATIONS) -> Prompt:
-        camera = canonical_camera(camera)
+        camera = self.camera(camera)
         if camera not in self.cameras:
             raise ValueError(f"prompt {self.label}: no description for camera {camera!r}; has {sorted(self.cameras)}")
         user = self.user.format(camera=self.cameras[camera], task=task,

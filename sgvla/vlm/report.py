@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +13,6 @@ from sgvla.scene_graph.metrics import BenchmarkScores
 from sgvla.scene_graph.ontology import RELATIONS
 from sgvla.scene_graph.triplet import Graph
 
-VIEW_LABELS = {"agentview": "agentview", "robot0_eye_in_hand": "eye_in_hand"}
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
 
 
@@ -42,32 +41,36 @@ def write_table(out: Path, name: str, header: Sequence[str], rows: Sequence[Sequ
     return out / f"{name}.md"
 
 
-def _views(results: Sequence[ModelResult]) -> list[str]:
-    return sorted({cam for r in results for cam in r.scores}, key=lambda c: (c != "agentview", c))
+def _views(results: Sequence[ModelResult], labels: Mapping[str, str]) -> list[str]:
+    """The scored cameras, in the order of `labels` (the prompt's described cameras), others after by name."""
+    order = list(labels)
+    return sorted({cam for r in results for cam in r.scores},
+                  key=lambda c: (order.index(c) if c in order else len(order), c))
 
 
-def write_tables(out: Path, results: Sequence[ModelResult]) -> list[Path]:
-    views = _views(results)
-    paths = [write_table(out, "main", ["Model", *(f"{VIEW_LABELS.get(v, v)} mF1" for v in views)],
+def write_tables(out: Path, results: Sequence[ModelResult], labels: Mapping[str, str] = {}) -> list[Path]:
+    """`labels`: each camera's column label (the prompt's `labels`), in the tables' order."""
+    views = _views(results, labels)
+    paths = [write_table(out, "main", ["Model", *(f"{labels.get(v, v)} mF1" for v in views)],
                          [[r.model, *(r.scores[v].mean_task_f1 if v in r.scores else "n/a" for v in views)]
                           for r in results])]
     header = ["Model", "View", "frames", "failed", "truncated", "mean-task F1", "macro F1", "micro F1", "coverage",
               "hallucination", "reversal", "direction consistency", "bowl-swapped frames", "prompt", "constraint"]
-    rows = [[r.model, VIEW_LABELS.get(v, v), s.n_frames, r.errors.get(v, 0), r.truncated.get(v, 0), s.mean_task_f1,
+    rows = [[r.model, labels.get(v, v), s.n_frames, r.errors.get(v, 0), r.truncated.get(v, 0), s.mean_task_f1,
              s.macro_f1, s.micro.f1,
              s.coverage, s.hallucination_rate, s.reversal_rate, s.direction_consistency, s.swapped_frames,
              r.prompt, r.constraint] for r in results for v, s in sorted(r.scores.items())]
     paths.append(write_table(out, "diagnostics", header, rows))
-    rows = [[r.model, VIEW_LABELS.get(v, v), rel, p.f1, p.precision, p.recall, p.tp + p.fn]
+    rows = [[r.model, labels.get(v, v), rel, p.f1, p.precision, p.recall, p.tp + p.fn]
             for r in results for v, s in sorted(r.scores.items()) for rel, p in s.per_relation.items()]
     paths.append(write_table(out, "per_relation", ["Model", "View", "relation", "F1", "precision", "recall",
                                                   "reference triplets"], rows))
     objects = sorted({o for r in results for s in r.scores.values() for o in s.per_object_recall})
-    rows = [[r.model, VIEW_LABELS.get(v, v), *(s.per_object_recall.get(o, "n/a") for o in objects)]
+    rows = [[r.model, labels.get(v, v), *(s.per_object_recall.get(o, "n/a") for o in objects)]
             for r in results for v, s in sorted(r.scores.items())]
     paths.append(write_table(out, "per_object_recall", ["Model", "View", *objects], rows))
     tasks = sorted({t for r in results for s in r.scores.values() for t in s.per_task_f1}, key=str)
-    rows = [[r.model, VIEW_LABELS.get(v, v), *(s.per_task_f1.get(t, "n/a") for t in tasks)]
+    rows = [[r.model, labels.get(v, v), *(s.per_task_f1.get(t, "n/a") for t in tasks)]
             for r in results for v, s in sorted(r.scores.items())]
     paths.append(write_table(out, "per_task", ["Model", "View", *(f"T{t}" for t in tasks)], rows))
     return paths
@@ -94,10 +97,10 @@ def _bars(path: Path, title: str, groups: list[str], series: dict[str, list[floa
     return path
 
 
-def write_plots(out: Path, results: Sequence[ModelResult]) -> list[Path]:
+def write_plots(out: Path, results: Sequence[ModelResult], labels: Mapping[str, str] = {}) -> list[Path]:
     paths = []
-    for view in _views(results):
-        label = VIEW_LABELS.get(view, view)
+    for view in _views(results, labels):
+        label = labels.get(view, view)
         series = {r.model: [r.scores[view].per_relation[rel].f1 for rel in RELATIONS]
                   for r in results if view in r.scores}
         paths.append(_bars(out / f"per_relation_f1_{label}.png", f"Per-relation F1 ({label})",

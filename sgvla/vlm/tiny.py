@@ -101,9 +101,11 @@ def write_annotated_libero_file(path: str | Path, task: str, demos: int = 2, fra
     import numpy as np
 
     from sgvla.scene_graph.ontology import INVERSE
+    from sgvla.vlm.frames import TaskTable
 
     rng = np.random.default_rng(seed)
     objects = load_ontology("libero_spatial").objects
+    image_keys = TaskTable.load().image_keys  # the LIBERO layout's cameras
     path = Path(path)
     with h5py.File(path, "w") as f:
         data = f.create_group("data")
@@ -112,10 +114,10 @@ def write_annotated_libero_file(path: str | Path, task: str, demos: int = 2, fra
         data.attrs["problem_info"] = json.dumps({"language_instruction": task})
         for d in range(demos):
             obs = data.create_group(f"demo_{d}/obs")
-            obs["agentview_rgb"] = rng.integers(0, 256, (frames, size, size, 3), dtype=np.uint8)
-            obs["eye_in_hand_rgb"] = rng.integers(0, 256, (frames, size, size, 3), dtype=np.uint8)
+            for key in image_keys.values():
+                obs[key] = rng.integers(0, 256, (frames, size, size, 3), dtype=np.uint8)
             obs["object_positions"] = rng.normal(size=(frames, len(objects), 3))
-            for view in ("agentview", "robot0_eye_in_hand"):
+            for view in image_keys:
                 graphs = []
                 for _ in range(frames):
                     if graph is not None:

@@ -26,9 +26,21 @@ def defaults(executable: str) -> dict:
     source = (REPO_ROOT / "nodes" / f"{NODES[executable]}.py").read_text()
     if "(HardwareNode)" in source:  # managed nodes inherit the base's parameters (autostart)
         source += (REPO_ROOT / "nodes" / "runtime.py").read_text()
-    return {call.args[0].value: ast.literal_eval(call.args[1]) for call in ast.walk(ast.parse(source))
+    tree = ast.parse(source)
+    return {call.args[0].value: _value(call.args[1], tree) for call in ast.walk(tree)
             if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter"
             and isinstance(call.args[0], ast.Constant)}  # not the base's own super().declare_parameter(name, ...)
+
+
+def _value(expression: ast.expr, module: ast.Module):
+    """A declared default: a literal, or an expression of the module's imports (a suite's cameras, say)."""
+    try:
+        return ast.literal_eval(expression)
+    except ValueError:
+        namespace: dict = {}
+        imports = [node for node in module.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        exec(compile(ast.Module(imports, []), "<imports>", "exec"), namespace)
+        return eval(compile(ast.Expression(expression), "<default>", "eval"), namespace)
 
 
 def declared(executable: str) -> set[str]:
