@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from lerobot.configs import PreTrainedConfig
 from lerobot.envs.configs import LiberoEnv
 from lerobot.envs.factory import make_env_pre_post_processors
 from lerobot.envs.utils import preprocess_observation
@@ -41,6 +40,7 @@ from lerobot.processor import PolicyProcessorPipeline, TokenizerProcessorStep
 from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS, OBS_STATE
 
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
+from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides
 from sgvla.scene_graph.serialize import CONTEXT_HEADER
 
 logger = logging.getLogger(__name__)
@@ -95,11 +95,6 @@ def _batched(observation: dict[str, Any]) -> dict[str, Any]:
     return {k: _batched(v) if isinstance(v, dict) else np.asarray(v)[None] for k, v in observation.items()}
 
 
-def _is_local(path: str) -> bool:
-    """A path, not a hub id (`owner/name`): it exists, or it cannot be a hub id."""
-    return Path(path).expanduser().exists() or path.startswith(("/", ".", "~")) or path.count("/") != 1
-
-
 class LeRobotPolicy:
     """A LeRobot policy loaded from a hub id or a local directory, stepped as `lerobot_eval` steps it.
 
@@ -122,29 +117,20 @@ class LeRobotPolicy:
         env_cfg: LiberoEnv | None = None,
         policy_type: str | None = None,
     ) -> None:
-        path = str(path)
-        if _is_local(path) and not Path(path).expanduser().is_dir():
-            raise FileNotFoundError(f"policy directory {path} does not exist (a hub id reads owner/name)")
+        path = checkpoint_path(path)
         if max_prompt_tokens is not None and max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be positive, got {max_prompt_tokens}")
-        if _is_local(path):
-            path = str(Path(path).expanduser())
         self.path = path
         self.name = name or Path(path).name
         self.env_cfg = env_cfg or libero_env_config()
 
         # As lerobot_eval: the config with the device override, then policy, processors, env processors.
-        cfg = PreTrainedConfig.from_pretrained(path, cli_overrides=[f"--device={device}"])
-        if policy_type is not None and cfg.type != policy_type:
-            raise ValueError(f"policy type {policy_type!r} given, but {path} holds a {cfg.type!r} policy")
+        cfg = checkpoint_config(path, device, policy_type)
         cfg.pretrained_path = Path(path)
         self.cfg = cfg
         self.policy = make_policy(cfg=cfg, env_cfg=self.env_cfg, rename_map={})
         self.policy.eval()
-        overrides: dict[str, dict[str, Any]] = {
-            "device_processor": {"device": str(self.policy.config.device)},
-            "rename_observations_processor": {"rename_map": {}},
-        }
+        overrides, _ = processor_overrides(self.policy.config.device)
         if max_prompt_tokens is not None:
             overrides["tokenizer_processor"] = {"max_length": max_prompt_tokens}
         try:

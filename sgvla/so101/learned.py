@@ -54,22 +54,16 @@ class So101Checkpoint:
     def __init__(self, path: str | Path, device: str = "cpu", min_inference_s: float = 0.0,
                  policy_type: str | None = None) -> None:
         import torch
-        from lerobot.configs import FeatureType, PreTrainedConfig
+        from lerobot.configs import FeatureType
         from lerobot.policies import make_pre_post_processors
         from lerobot.policies.factory import get_policy_class
 
+        from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides
+
         if min_inference_s < 0:
             raise ValueError(f"min_inference_s must be >= 0, got {min_inference_s}")
-        from sgvla.policies.lerobot_vla import _is_local
-
-        path = str(path)
-        if _is_local(path):
-            if not Path(path).expanduser().is_dir():
-                raise FileNotFoundError(f"policy directory {path} does not exist (a hub id reads owner/name)")
-            path = str(Path(path).expanduser())
-        cfg = PreTrainedConfig.from_pretrained(path, cli_overrides=[f"--device={device}"])
-        if policy_type is not None and cfg.type != policy_type:
-            raise ValueError(f"policy type {policy_type!r} given, but {path} holds a {cfg.type!r} policy")
+        path = checkpoint_path(path)
+        cfg = checkpoint_config(path, device, policy_type)
         state = cfg.input_features.get(STATE)
         action = cfg.output_features.get("action")
         if state is None or action is None or state.shape != (len(JOINTS),) or action.shape != (len(JOINTS),):
@@ -82,12 +76,9 @@ class So101Checkpoint:
         self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg)
         self.policy.to(device)
         self.policy.eval()
-        device_override = {"device": str(device)}
+        pre, post = processor_overrides(device)
         self.preprocessor, self.postprocessor = make_pre_post_processors(
-            self.policy.config, pretrained_path=path,
-            preprocessor_overrides={"device_processor": device_override,
-                                    "rename_observations_processor": {"rename_map": {}}},
-            postprocessor_overrides={"device_processor": device_override})
+            self.policy.config, pretrained_path=path, preprocessor_overrides=pre, postprocessor_overrides=post)
         self.type, self.device = cfg.type, device
         self._torch = torch
         from sgvla.policies.lerobot_vla import noise_shape

@@ -1,0 +1,41 @@
+"""Opening a LeRobot checkpoint, the one way for every embodiment: where it is (a local directory or a hub id),
+its config with the device overridden (as `lerobot-eval --policy.device=...` does), its type checked before any
+weight is read, and the processor overrides that put the processors on the same device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def is_local(path: str) -> bool:
+    """A path, not a hub id (`owner/name`): it exists, or it cannot be a hub id."""
+    return Path(path).expanduser().exists() or path.startswith(("/", ".", "~")) or path.count("/") != 1
+
+
+def checkpoint_path(path: str | Path) -> str:
+    """`path` as LeRobot reads it: a local directory expanded (FileNotFoundError when it is missing), or a hub id."""
+    path = str(path)
+    if not is_local(path):
+        return path
+    if not Path(path).expanduser().is_dir():
+        raise FileNotFoundError(f"policy directory {path} does not exist (a hub id reads owner/name)")
+    return str(Path(path).expanduser())
+
+
+def checkpoint_config(path: str, device: str, policy_type: str | None = None) -> Any:
+    """The checkpoint's PreTrainedConfig on `device`; ValueError when `policy_type` is given and differs."""
+    from lerobot.configs import PreTrainedConfig
+
+    cfg = PreTrainedConfig.from_pretrained(path, cli_overrides=[f"--device={device}"])
+    if policy_type is not None and cfg.type != policy_type:
+        raise ValueError(f"policy type {policy_type!r} given, but {path} holds a {cfg.type!r} policy")
+    return cfg
+
+
+def processor_overrides(device: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Pre- and postprocessor overrides: the device's, and no observation renaming (sgvla names features as the
+    checkpoint does)."""
+    on_device = {"device": str(device)}
+    return ({"device_processor": on_device, "rename_observations_processor": {"rename_map": {}}},
+            {"device_processor": dict(on_device)})
