@@ -16,6 +16,7 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.duration import Duration
 
+from sgvla.eval.results import RunFolderGone
 from sgvla.nodegraph.evaluation import TopicEvaluation, load_eval_config
 from sgvla_interfaces.action import RunEpisode
 from sgvla_interfaces.msg import EpisodeRecord
@@ -71,7 +72,12 @@ class Evaluator(SgvlaNode):
             if record is None:
                 ev.fail(goal.key, f"no result within episode_timeout_s={timeout:g} s: the node graph stopped")
                 self.finish(3)
-            kept = ev.finish(record)
+            try:
+                kept = ev.finish(record)
+            except RunFolderGone as exc:
+                self.get_logger().error(f"evaluator: stopped: {exc}")
+                self.evaluation = None  # no report: its folder is gone
+                self.finish(1)
             self.result_pub.publish(record_msg(record, self.header()))
             if kept:
                 self.get_logger().info(f"episode {goal.episode}: success={kept['success']} steps={kept['steps']} "

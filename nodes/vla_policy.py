@@ -22,7 +22,7 @@ from sensor_msgs.msg import Image, JointState
 
 import sgvla.plugins  # noqa: F401  (registers suites, policies, context modes, graph sources)
 from sgvla.core.context import ContextMode
-from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure
+from sgvla.core.episode import Episode, EpisodeKey, EpisodeRecord, InfrastructureFailure
 from sgvla.core.protocols import Step
 from sgvla.core.state import Observation
 from sgvla.eval.config import default_suite
@@ -194,13 +194,11 @@ class VLAPolicy(ResourceNode):
         goal_handle.succeed()
         return RunEpisode.Result(record=record_msg(record))
 
-    def _failed(self, goal, exc, facts):
-        from sgvla.core.episode import EpisodeRecord
-
-        return EpisodeRecord(goal.policy, int(goal.task_id), goal.perturbation, goal.mode, int(goal.seed),
-                             success=False, steps=0, max_steps=int(goal.max_steps), wall_time_s=0.0, view=goal.view,
-                             graph_source=goal.graph_source, infra_failure=f"{type(exc).__name__}: {exc}",
-                             extra=facts)
+    @staticmethod
+    def _failed(goal, exc, facts):
+        key = EpisodeKey(goal.policy, int(goal.task_id), goal.perturbation, goal.mode, int(goal.seed))
+        return EpisodeRecord.not_started(key, exc, goal.max_steps, view=goal.view, graph_source=goal.graph_source,
+                                         extra=facts)
 
     async def reset(self, goal, suite):
         if not self.reset_client.wait_for_service(timeout_sec=0.0):

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from sgvla.core.config import ConfigError, load_config
     from sgvla.eval.config import EvalConfig
     from sgvla.eval.report import SequentialPlan, markdown_table, write_report
-    from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, open_records
+    from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, RunFolderGone, open_records
     from sgvla.eval.run_dir import RunDirError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     except (RunDirError, CorruptRecords) as e:
         say(f"sgvla eval: {e}")
         return 2
+    except RunFolderGone as e:
+        say(f"sgvla eval: stopped: {e}")
+        return 1
     except KeyboardInterrupt:
         say("sgvla eval: interrupted; every finished episode is recorded: rerun the same command to continue")
         return 130

@@ -96,6 +96,14 @@ class EpisodeRecord:
     def key(self) -> EpisodeKey:
         return EpisodeKey(self.policy, self.task_id, self.perturbation, self.mode, self.seed)
 
+    @classmethod
+    def not_started(cls, key: EpisodeKey, error: BaseException, max_steps: int, **fields: Any) -> EpisodeRecord:
+        """The record of an episode whose machinery failed before it had an engine (a reset, a bad spec): no result
+        (see InfrastructureFailure); `fields` adds what is known (view, graph_source, extra). An episode that
+        started records its failure with `Episode.record_failure`."""
+        return cls(*key, success=False, steps=0, max_steps=int(max_steps), wall_time_s=0.0,
+                   infra_failure=f"{type(error).__name__}: {error}", **fields)
+
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name not in ("source_stats", "decision", "extra")}

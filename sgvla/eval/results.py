@@ -32,6 +32,10 @@ class CorruptRecords(ValueError):
     """A line of a records file that is not a record; the message says where and how to fix it."""
 
 
+class RunFolderGone(RuntimeError):
+    """The run folder disappeared while the run was writing into it (deleted, or its disk unmounted)."""
+
+
 class JsonlFile:
     """Append-only JSONL of episode records (each holds the `EpisodeKey` fields); fsynced per line.
 
@@ -83,7 +87,19 @@ class JsonlFile:
     def _write(self, record: dict) -> None:
         if not self.writable:
             raise PermissionError(f"{self.path} was opened read-only")
-        with self.path.open("a", encoding="utf-8") as f:
+        try:
+            f = self.path.open("a", encoding="utf-8")
+        except FileNotFoundError:
+            if self.path.parent.is_dir():
+                raise
+            # Not recreated: a folder made anew would hold records without the plan, lock and settings they
+            # belong to. The run stops here, saying so; the records written before are where they were.
+            raise RunFolderGone(
+                f"the run folder {self.path.parent} was removed while the run was writing into it: episode "
+                f"{tuple(EpisodeKey.of(record))} finished but could not be recorded. Nothing was written elsewhere; "
+                "restore the folder to continue that run, or run the command again to start the plan afresh"
+            ) from None
+        with f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())

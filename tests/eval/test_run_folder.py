@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -146,3 +147,25 @@ def test_a_corrupt_line_is_refused_with_file_and_line_and_nothing_changes(finish
         assert f"{out / 'episodes.jsonl'}:2: not a JSON episode record" in message
         assert "Nothing was changed. Repair that line, or delete it" in message
         assert (out / "episodes.jsonl").read_bytes() == before
+
+
+def test_a_run_folder_removed_mid_run_stops_the_run_with_a_message(tmp_path):
+    """The folder deleted under a running plan: the run stops at its next record, saying what was lost (the episode
+    that had just finished) and what to do; no traceback, no folder made anew."""
+    out = tmp_path / "run"
+    args = eval_args(out, "episodes=20", "max_steps=20")  # far more episodes than run before the folder goes
+    run = subprocess.Popen([sys.executable, "-m", "sgvla.cli", *args], env=ENV, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        results = out / "episodes.jsonl"
+        deadline = time.monotonic() + 300
+        while not (results.is_file() and results.read_text().count("\n") >= 1):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0]
+            time.sleep(0.05)
+        shutil.rmtree(out)
+        said_, _ = run.communicate(timeout=300)
+    finally:
+        run.kill()
+    assert run.returncode == 1, said_
+    assert f"the run folder {out} was removed while the run was writing into it" in said_.replace("\n", ""), said_
+    assert "Traceback" not in said_ and not out.exists()
