@@ -4,7 +4,9 @@ node's last error lines kept, so that `sgvla launch` can say which node failed f
 An error line is a ROS log line at ERROR or FATAL (``[FATAL] [<time>] [<node>]: <message>``, kept as the message),
 the exception line that ends a Python traceback (``CameraError: camera wrist: ...``) or the line with which
 faulthandler reports a crash in native code (``Fatal Python error: Segmentation fault``; the nodes enable it).
-Without any, the node's last line stands for its error.
+Without any, the node's last line that is not a ROS log line stands for its error (plain output such as a
+native library's message); a ROS line below ERROR (``[INFO] ... ready``) is never quoted as an error: a node
+killed by a signal while all was well has no error line, and `exited` says so, with its last line as what it did.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import BinaryIO
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colours of rcutils' console output (RCUTILS_COLORIZED_OUTPUT)
 ROS_ERROR = re.compile(r"^\[(?:ERROR|FATAL)\] \[[\d.]+\] \[[^\]]*\]: (?P<message>.*)$")
+ROS_LOG = re.compile(r"^\[(?:DEBUG|INFO|WARN|WARNING)\] \[[\d.]+\] \[[^\]]*\]: ")
 KEEP = 5  # error lines and last lines kept per node
 
 
@@ -62,7 +65,14 @@ class NodeOutput:
             self._in_traceback = False
 
     def last_error(self) -> str:
-        return self.errors[-1] if self.errors else (self.tail[-1] if self.tail else "")
+        """Its last error line; else its last line that is no ROS log line; else ""."""
+        if self.errors:
+            return self.errors[-1]
+        plain = [line for line in self.tail if not ROS_LOG.match(line)]
+        return plain[-1] if plain else ""
+
+    def last_line(self) -> str:
+        return self.tail[-1] if self.tail else ""
 
     def wait(self, timeout_s: float) -> None:
         """Until the pipe has ended (everything the node wrote is in), at most `timeout_s`."""

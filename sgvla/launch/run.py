@@ -115,7 +115,10 @@ def exited(what: str, code: int, output: NodeOutput) -> str:
     """`what` (e.g. "camera exited first") with the exit code and the node's last error line."""
     output.wait(OUTPUT_WAIT_S)  # its last lines may still be in the pipe
     error = output.last_error()
-    return f"{what} ({exit_text(code)})" + (f": {error}" if error else "")
+    if error:
+        return f"{what} ({exit_text(code)}): {error}"
+    last = output.last_line()
+    return f"{what} ({exit_text(code)}) without an error message" + (f"; its last line: {last}" if last else "")
 
 
 def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info) -> Outcome:

@@ -5,6 +5,7 @@ import io
 import os
 
 from sgvla.launch.node_output import NodeOutput
+from sgvla.launch.run import exited
 
 TRACEBACK = b"""[INFO] [1795682010.1] [evaluator]: ready
 Traceback (most recent call last):
@@ -43,3 +44,12 @@ def test_a_crash_in_native_code_is_quoted_by_faulthandlers_line():
              b"Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
              b'  File "/x/runtime.py", line 98 in spin_until_stopped\n')
     assert follow(crash)[0].last_error() == "Fatal Python error: Segmentation fault"
+
+
+def test_a_node_killed_while_all_was_well_is_not_quoted_an_info_line_as_its_error():
+    output, _ = follow(b"[INFO] [1.5] [evaluator]: ready\n[WARN] [2.5] [evaluator]: slow step\n"
+                       b"[INFO] [3.5] [evaluator]: episode 4: success=True\n")
+    assert output.last_error() == ""
+    assert exited("evaluator exited first", -9, output) == (
+        "evaluator exited first (killed by SIGKILL) without an error message; its last line: "
+        "[INFO] [3.5] [evaluator]: episode 4: success=True")
