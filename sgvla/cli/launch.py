@@ -150,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
         if lease is not None:
             lease.release()
     if outcome.failed_first:
+        for line in outcome.also_failed:
+            print(f"sgvla launch {plan.name}: {line}", flush=True)
         print(f"sgvla launch {plan.name}: {outcome.failed_first}; the launch exits with {outcome.code}", flush=True)
     else:
         print(f"sgvla launch {plan.name}: {plan.main} exited with {outcome.code}", flush=True)

@@ -34,6 +34,8 @@ from sgvla.launch.plan import Plan
 STOP_GRACE_S = 10.0
 DRAIN_S = 0.5
 OUTPUT_WAIT_S = 2.0  # for the last lines of a node that exited, before quoting its error
+STARTUP_S = 30.0  # a node failing this soon after the launch started failed at start (a missing device, say)
+ALSO_FAILED_S = 8.0  # then the others still starting get this long to fail too (the arm node imports torch first)
 logger = logging.getLogger(__name__)
 
 
@@ -105,6 +107,8 @@ class Interrupts:
 class Outcome:
     code: int  # the launch's exit code
     failed_first: str = ""  # "<node> exited first (exit N): <its last error line>"; "" when none failed
+    # Nodes that failed too while the launch started (a rig with several devices missing): each one's quote.
+    also_failed: tuple[str, ...] = ()
 
 
 def exit_text(code: int) -> str:
@@ -121,6 +125,17 @@ def exited(what: str, code: int, output: NodeOutput) -> str:
     return f"{what} ({exit_text(code)}) without an error message" + (f"; its last line: {last}" if last else "")
 
 
+def _also_failing(procs: dict[str, subprocess.Popen], outputs: dict[str, NodeOutput], first: str) -> tuple[str, ...]:
+    """The other nodes that fail while the launch starts, each quoted: a node that fails at start is given
+    `ALSO_FAILED_S` for the others still starting to fail too, so one launch names every missing device (the camera
+    and the arm port), not only the quickest to fail. Nodes still running then are left to be stopped."""
+    deadline = time.monotonic() + ALSO_FAILED_S
+    while time.monotonic() < deadline and any(p.poll() is None for n, p in procs.items() if n != first):
+        time.sleep(0.1)
+    return tuple(exited(f"{name} failed too", proc.returncode, outputs[name]) for name, proc in procs.items()
+                 if name != first and proc.poll() not in (None, 0))
+
+
 def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
         overrides = write_overrides(plan, Path(tmp))
@@ -132,6 +147,7 @@ def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logge
                 cmd = [sys.executable, "-m", node.module, *ros_args(node, plan.params_file, overrides)]
                 procs[node.name] = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, preexec_fn=_stop_with_parent)
                 outputs[node.name] = NodeOutput(node.name, procs[node.name].stderr)
+            started = time.monotonic()
             log(f"sgvla launch {plan.name}: {len(procs)} nodes on ROS_DOMAIN_ID={domain_id} (loopback only): "
                 + ", ".join(f"{n} [{p.pid}]" for n, p in procs.items()))
             while not interrupts.seen:
@@ -145,10 +161,13 @@ def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logge
                         return Outcome(0)
                     failed = exited(f"{name} exited first", code, outputs[name])
                     log(f"sgvla launch: {failed}; stopping the launch")
+                    also = _also_failing(procs, outputs, name) if time.monotonic() - started < STARTUP_S else ()
+                    for line in also:
+                        log(f"sgvla launch: {line}")
                     if name == plan.main:
                         time.sleep(DRAIN_S)
-                        return Outcome(code, failed)
-                    return Outcome(3, failed)
+                        return Outcome(code, failed, also)
+                    return Outcome(3, failed, also)
                 time.sleep(0.1)
             log("sgvla launch: interrupted; stopping the nodes")
             return Outcome(130)

@@ -3,8 +3,12 @@ the exception that ended a traceback, or else its last line; everything passes o
 
 import io
 import os
+import subprocess
+import sys
+import time
 
 from sgvla.launch.node_output import NodeOutput
+from sgvla.launch import run
 from sgvla.launch.run import exited
 
 TRACEBACK = b"""[INFO] [1795682010.1] [evaluator]: ready
@@ -53,3 +57,25 @@ def test_a_node_killed_while_all_was_well_is_not_quoted_an_info_line_as_its_erro
     assert exited("evaluator exited first", -9, output) == (
         "evaluator exited first (killed by SIGKILL) without an error message; its last line: "
         "[INFO] [3.5] [evaluator]: episode 4: success=True")
+
+
+def test_nodes_failing_at_start_after_the_first_are_named_too():
+    """A rig with two devices missing: the node that fails second is quoted as well; one still running is left to
+    be stopped, after at most ALSO_FAILED_S."""
+    def node(script: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+
+    procs = {"camera": node("import sys; sys.exit(1)"),
+             "arm": node("import sys, time; time.sleep(1); print('[FATAL] [1.5] [arm]: cannot start: ArmError: "
+                         "follower port not found', file=sys.stderr); sys.exit(1)"),
+             "recorder": node("import time; time.sleep(60)")}
+    outputs = {name: NodeOutput(name, p.stderr, sink=io.BytesIO()) for name, p in procs.items()}
+    try:
+        procs["camera"].wait(30)
+        began = time.monotonic()
+        also = run._also_failing(procs, outputs, "camera")
+        assert time.monotonic() - began < run.ALSO_FAILED_S + 2
+    finally:
+        procs["recorder"].kill()
+        procs["recorder"].wait()
+    assert also == ("arm failed too (exit 1): cannot start: ArmError: follower port not found",)
