@@ -50,7 +50,7 @@ class CameraNode(HardwareNode):
     def connect(self):
         config = self.config
         self.camera = self.own(Camera(config, reconnect_s=self.get_parameter("reconnect_s").value).start())
-        self.get_logger().info(f"camera {config.name} ({config.source} {config.device}) "
+        self.get_logger().info(f"camera {config.name} ({config.describe()}) "
                                f"{config.width}x{config.height}@{config.fps}")
 
     def activate(self):

@@ -99,7 +99,7 @@ class FiducialGraphs(ResourceNode):
     def extrinsic_file(camera) -> str:
         if camera.calibration:
             return camera.calibration
-        if camera.source == "twin":
+        if camera.needs_twin:
             from sgvla.so101.twin.config import load_twin_config
 
             config = load_twin_config()

@@ -53,10 +53,10 @@ class SO101TwinNode(ResourceNode):
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         rig = load_hardware_config(param("config"))
         by_name = {c.name: c for c in rig.cameras}
-        wrong = [n for n in param("cameras") if n not in by_name or by_name[n].source != "twin"]
+        wrong = [n for n in param("cameras") if n not in by_name or not by_name[n].needs_twin]
         if wrong:
             raise ValueError(f"so101_twin: camera(s) {wrong} are not 'source: twin' cameras of the rig "
-                             f"{param('config')} (it has {[(c.name, c.source) for c in rig.cameras]})")
+                             f"{param('config')} (it has {[(c.name, c.type) for c in rig.cameras]})")
         # Released by destroy_node in reverse: cameras (each with its render thread), the arm (the twin holds where
         # it is), the twin.
         config = load_twin_config(overrides={"render_meshes": param("render_meshes")})

@@ -76,11 +76,11 @@ def _choice(value: Any, kind: type[Choice], where: str) -> Choice:
         name, options = value, {}
     elif isinstance(value, Mapping):
         options = dict(value)
-        name = options.pop("type", None) or getattr(kind, "type", "")
+        name = options.pop(kind._key, None) or getattr(kind, "type", "")
         if not name:
-            raise ConfigError(f"{where}: a {kind._kind} needs a `type`; choose from {sorted(kind.choices())}")
+            raise ConfigError(f"{where}: a {kind._kind} needs a `{kind._key}`; choose from {sorted(kind.choices())}")
     else:
-        raise ConfigError(f"{where}: expected a {kind._kind} name or a mapping with `type`, got {value!r}")
+        raise ConfigError(f"{where}: expected a {kind._kind} name or a mapping with `{kind._key}`, got {value!r}")
     try:
         cls = kind.choice(name)
     except UnknownChoice as e:
@@ -89,10 +89,10 @@ def _choice(value: Any, kind: type[Choice], where: str) -> Choice:
 
 
 def to_mapping(obj: Any) -> Any:
-    """A config as plain data that `from_mapping` reads back: registered choices keep their `type`."""
+    """A config as plain data that `from_mapping` reads back: registered choices keep their name (`type`)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         data = {f.name: to_mapping(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
-        return {"type": obj.type, **data} if isinstance(obj, Choice) else data
+        return {obj._key: obj.type, **data} if isinstance(obj, Choice) else data
     if isinstance(obj, (list, tuple)):
         return [to_mapping(v) for v in obj]
     if isinstance(obj, Mapping):
@@ -102,19 +102,28 @@ def to_mapping(obj: Any) -> Any:
 
 def _with_default_type(value: Any, hint: Any, f: dataclasses.Field) -> Any:
     """Options of a registered-choice field given without `type` keep the field's default choice."""
-    if Choice.is_kind(hint) and isinstance(value, Mapping) and "type" not in value:
+    if Choice.is_kind(hint) and isinstance(value, Mapping) and hint._key not in value:
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if isinstance(default, Choice):
-            return {"type": default.type, **value}
+            return {hint._key: default.type, **value}
     return value
 
 
 def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -> T:
-    """Build dataclass `cls` from a mapping; nested dataclasses and lists are converted too."""
+    """Build dataclass `cls` from a mapping; nested dataclasses and lists are converted too. A kind of registered
+    choice (a `Choice` base, not one of its choices) is built as the choice the mapping names (`type: ...`)."""
+    if Choice.is_kind(cls) and not cls.type:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a mapping with `{cls._key}`, got {data!r}")
+        return _choice(data, cls, where)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
+    missing = [k for k, f in fields.items() if k not in data
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {', '.join(missing)}")
     hints = typing.get_type_hints(cls)
     data = {k: _with_default_type(v, hints[k], fields[k]) for k, v in data.items()}
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
@@ -138,19 +147,29 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def load_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None) -> T:
-    """Load `cls` from a YAML file, then apply `key=value` overrides (dotted keys reach nested fields)."""
-    data = load_yaml(path)
+    """Load `cls` from a YAML file, then apply `key=value` overrides (dotted keys reach nested fields). `cls` may be a
+    kind of registered choice: the file names the choice (`type: openai`) and sets its options."""
+    return from_mapping(cls, apply_overrides(load_yaml(path), overrides), str(path))
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict:
+    """`data` with `key=value` overrides applied (a copy where it changes): a dotted key reaches a nested mapping
+    (`processor_kwargs.max_pixels=...`, `suite.render_profile=fast`); a registered choice given by name gains
+    options (`graph_source: vlm` with `graph_source.client=x` becomes `{type: vlm, client: x}`)."""
+    data = dict(data)
     for dotted, value in (overrides or {}).items():
         node = data
         *parents, leaf = dotted.split(".")
         for p in parents:
             if isinstance(node.get(p), str):  # a registered choice by name gains options: {type: name, ...}
                 node[p] = {"type": node[p]}
+            elif isinstance(node.get(p), Mapping):
+                node[p] = dict(node[p])  # nested mappings are copied before they change, as `data` is
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {dotted}: {p} is not a mapping")
         node[leaf] = value
-    return from_mapping(cls, data, str(path))
+    return data
 
 
 # -- the one override syntax ----------------------------------------------------------------------------------------

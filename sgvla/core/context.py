@@ -37,6 +37,8 @@ class ContextMode(Choice, kind="context mode"):
 
     uses_graph: ClassVar[bool] = False  # needs the view's live graph (and boxes) every step
     needs_boxes: ClassVar[bool] = False  # reads boxes, which not every graph source gives
+    baseline: ClassVar[bool] = False  # the mode the others are compared with (one registered mode is)
+    label: ClassVar[str] = ""  # short name in report columns and plots ("" = the registered name)
 
     def block(self, view_graph: ViewGraph, view: str, ontology: Ontology, style: str) -> tuple[str, int]:
         """(context block, triplets shown) for the view's graph; only called when `uses_graph`."""
@@ -75,11 +77,16 @@ class SerializedContext(ContextMode):
 class Standard(ContextMode):
     """The task alone, as the policy was trained."""
 
+    baseline: ClassVar[bool] = True
+    label: ClassVar[str] = "std"
+
 
 @ContextMode.register("scene_graph")
 @dataclass
 class SceneGraphMode(SerializedContext):
     """The manipulated object's triplets (the paper's graph-injected mode)."""
+
+    label: ClassVar[str] = "sg"
 
 
 @ContextMode.register("scene_graph_full")
@@ -88,6 +95,7 @@ class FullSceneGraph(SerializedContext):
     """Every triplet of the view."""
 
     subject_filtered: ClassVar[bool] = False
+    label: ClassVar[str] = "sg-full"
 
 
 @ContextMode.register("bounding_boxes")
@@ -97,6 +105,7 @@ class BoundingBoxes(SerializedContext):
 
     graph_part: ClassVar[bool] = False
     needs_boxes: ClassVar[bool] = True
+    label: ClassVar[str] = "bb"
 
 
 @ContextMode.register("scene_graph_bounding_boxes")
@@ -105,6 +114,7 @@ class SceneGraphAndBoxes(SerializedContext):
     """The manipulated object's triplets and every box."""
 
     needs_boxes: ClassVar[bool] = True
+    label: ClassVar[str] = "sg+bb"
 
 
 def context_mode(name: str) -> ContextMode:

@@ -15,7 +15,9 @@ A *kind* of choice (a suite, a policy, a graph source, a context mode) is a data
 
 In YAML a choice is its name (``graph_source: ground_truth``) or a mapping with ``type`` and options
 (``graph_source: {type: vlm, client: qwen2_5_vl_7b}``); :mod:`sgvla.core.config` builds the registered class,
-so an unknown name or option fails when the config loads, with the valid ones in the message.
+so an unknown name or option fails when the config loads, with the valid ones in the message. A kind may name its
+choice with another key where its YAML always did (a rig camera's driver is its ``source``:
+``class CameraConfig(Choice, kind="camera driver", key="source")``).
 """
 
 import builtins
@@ -34,13 +36,15 @@ class Choice:
 
     _registry: ClassVar[dict[str, builtins.type]]  # builtins: `type` is the choice's name here
     _kind: ClassVar[str]
+    _key: ClassVar[str] = "type"  # the YAML key that names the choice
     type: ClassVar[str] = ""  # the registered name of a concrete choice
 
-    def __init_subclass__(cls, kind: str | None = None, **kwargs: Any) -> None:
+    def __init_subclass__(cls, kind: str | None = None, key: str = "type", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if Choice in cls.__bases__:
             cls._registry = {}
             cls._kind = kind or cls.__name__
+            cls._key = key
 
     @classmethod
     def register(cls, name: str) -> "Callable[[C], C]":

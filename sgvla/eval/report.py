@@ -21,12 +21,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sgvla.core.context import ContextMode
 from sgvla.core.sequential import SequentialResult, sequential_mcnemar
 from sgvla.core.stats import Rate, paired_test, wilson
 
-BASELINE = "standard"
-SHORT = {"standard": "std", "scene_graph": "sg", "scene_graph_full": "sg-full", "bounding_boxes": "bb",
-         "scene_graph_bounding_boxes": "sg+bb"}
+# The registered context modes say which one is the baseline and how each is labelled (ContextMode.baseline, .label).
+BASELINE = next(name for name, mode in ContextMode.choices().items() if mode.baseline)
+
+
+def short(mode: str) -> str:
+    """A mode's label in report columns and plots: its registered `label`, else its name."""
+    registered = ContextMode.choices().get(mode)
+    return (registered.label if registered is not None else "") or mode
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,7 @@ def _fmt_sequential(s: SequentialResult | None, mode: str) -> str:
     if s is None:
         return ""
     if s.at_pair is not None:
-        better = SHORT.get(mode, mode) if s.decision == "treatment" else SHORT[BASELINE]
+        better = short(mode) if s.decision == "treatment" else short(BASELINE)
         return f"{better} better (pair {s.at_pair})"
     return "not decided" if s.decision == "inconclusive" else f"undecided ({s.pairs}/{s.planned})"
 
@@ -141,7 +147,7 @@ def infra_note(outstanding: Iterable[dict]) -> str:
     outstanding = list(outstanding)
     if not outstanding:
         return ""
-    cells = Counter(f"{r['policy']} {SHORT.get(r['mode'], r['mode'])}" for r in outstanding)
+    cells = Counter(f"{r['policy']} {short(r['mode'])}" for r in outstanding)
     reasons = Counter(r["reason"] for r in outstanding).most_common(2)
     return (f"Not in the table: {len(outstanding)} episode(s) whose infrastructure failed and that have no result yet "
             f"({', '.join(f'{k}: {n}' for k, n in sorted(cells.items()))}; "
@@ -157,10 +163,10 @@ def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
     head = ["Task", "Perturbation"]
     for policy in policies:
         for mode in modes:
-            head.append(f"{policy} {SHORT.get(mode, mode)} (%)")
+            head.append(f"{policy} {short(mode)} (%)")
             if mode != BASELINE:
-                head.append(f"{policy} Δ{SHORT.get(mode, mode)} (pp, p)")
-                head.append(f"{policy} seq. {SHORT.get(mode, mode)}")
+                head.append(f"{policy} Δ{short(mode)} (pp, p)")
+                head.append(f"{policy} seq. {short(mode)}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (task, pert), cells in table.items():
         row = ["all" if task == -1 else str(task), pert]
@@ -235,7 +241,7 @@ def plot(records: Iterable[dict], path: Path) -> Path:
             val = np.array([100 * c.rate.value if c else np.nan for c in cells])
             low = np.array([100 * c.rate.low if c else np.nan for c in cells])
             high = np.array([100 * c.rate.high if c else np.nan for c in cells])
-            ax.bar(x, val, width, label=SHORT.get(mode, mode),
+            ax.bar(x, val, width, label=short(mode),
                    yerr=np.nan_to_num([val - low, high - val]), capsize=2)
         ax.set_xticks(np.arange(len(rows)), [f"T{t}\n{p}" for t, p in rows], fontsize=7)
         ax.set_ylim(0, 105)

@@ -7,15 +7,14 @@ servers; versioned prompts; optional constrained decoding; the offline benchmark
 """
 
 from sgvla.vlm.client import ChatRequest, Completion, GraphAnswer, GraphQuery, SceneGraphVLM
-from sgvla.vlm.config import (CLIENT_TYPES, ClientConfig, OpenAIConfig, TransformersConfig, load_client_config,
-                              make_vlm, register_client)
+from sgvla.vlm.config import ClientConfig, OpenAIConfig, TransformersConfig, load_client_config, make_vlm
 from sgvla.vlm.constraints import Constraint, make_constraint, triplet_grammar, triplet_schema
 from sgvla.vlm.live import LatestFrameWorker, LiveGraph
 from sgvla.vlm.prompts import PromptTemplate, load_prompt
 
 __all__ = [
-    "CLIENT_TYPES", "ChatRequest", "ClientConfig", "Completion", "Constraint", "GraphAnswer", "GraphQuery",
+    "ChatRequest", "ClientConfig", "Completion", "Constraint", "GraphAnswer", "GraphQuery",
     "LatestFrameWorker", "LiveGraph", "OpenAIConfig", "PromptTemplate", "SceneGraphVLM", "TransformersConfig",
-    "load_client_config", "load_prompt", "make_constraint", "make_vlm", "register_client", "triplet_grammar",
+    "load_client_config", "load_prompt", "make_constraint", "make_vlm", "triplet_grammar",
     "triplet_schema",
 ]

@@ -1,22 +1,54 @@
 """Local Hugging Face VLMs (``AutoModelForImageTextToText`` + ``AutoProcessor``): greedy, batched.
 
 Any chat VLM whose processor has a chat template works: Qwen2.5-VL, Qwen3-VL, InternVL,
-SmolVLM, Gemma. Constrained decoding masks logits with an xgrammar matcher per sequence.
+SmolVLM, Gemma. Constrained decoding masks logits with an xgrammar matcher per sequence. The client
+``type: transformers`` (:class:`TransformersConfig`); torch and transformers load only when a backend is built.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from sgvla.vlm.client import ChatRequest, Completion
+from sgvla.vlm.client_config import ClientConfig
 from sgvla.vlm.constraints import Constraint
 
-if TYPE_CHECKING:  # the config builds this backend (sgvla.vlm.config), so only its type is read here
-    from sgvla.vlm.config import TransformersConfig
+DEVICES = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+ATTENTION = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+
+
+@ClientConfig.register("transformers")
+@dataclass
+class TransformersConfig(ClientConfig):
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"
+    batch_size: int = 4
+    attn_implementation: str | None = None
+    # Forwarded to AutoProcessor.from_pretrained (e.g. min_pixels / max_pixels for Qwen).
+    processor_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not DEVICES.match(self.device):
+            raise ValueError(f"device {self.device!r} unknown; choose auto, cpu, mps, cuda or cuda:N")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype {self.dtype!r} unknown; choose from {list(DTYPES)}")
+        if self.attn_implementation is not None and self.attn_implementation not in ATTENTION \
+                and "/" not in self.attn_implementation:
+            raise ValueError(f"attn_implementation {self.attn_implementation!r} unknown; choose from "
+                             f"{list(ATTENTION)} or a kernels hub id (owner/name)")
+
+    def build(self) -> TransformersBackend:
+        return TransformersBackend(self)
 
 
 def _device(name: str) -> str:

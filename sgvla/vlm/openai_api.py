@@ -3,7 +3,8 @@
 
 Requests run concurrently up to a limit; connection failures, timeouts and overload answers
 (408/429/5xx) are retried with exponential backoff. Whatever still fails becomes an error on
-that frame's completion, so one bad frame never stops a benchmark run.
+that frame's completion, so one bad frame never stops a benchmark run. The client ``type: openai``
+(:class:`OpenAIConfig`); httpx loads only when a backend is built.
 """
 
 from __future__ import annotations
@@ -12,20 +13,60 @@ import base64
 import io
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from sgvla.core.config import ConfigError
 from sgvla.vlm.client import ChatRequest, Completion
-
-if TYPE_CHECKING:  # the config builds this backend (sgvla.vlm.config), so only its type is read here
-    from sgvla.vlm.config import OpenAIConfig
+from sgvla.vlm.client_config import ClientConfig
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 30.0
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@ClientConfig.register("openai")
+@dataclass
+class OpenAIConfig(ClientConfig):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_env: str | None = None  # name of the environment variable holding the key
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    backoff_s: float = 1.0
+    concurrency: int = 4
+    max_image_bytes: int = 8_000_000  # per encoded image; larger ones are refused before sending
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.constraint == "grammar":
+            raise ValueError("constraint 'grammar' is for local models; servers take 'json_schema' or 'none'")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
+        bounds = {"concurrency": (self.concurrency, 1), "max_retries": (self.max_retries, 0),
+                  "backoff_s": (self.backoff_s, 0), "max_image_bytes": (self.max_image_bytes, 1)}
+        for key, (value, low) in bounds.items():
+            if value < low:
+                raise ValueError(f"{key} must be >= {low}, got {value}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.api_key_env is not None and not ENV_NAME.match(self.api_key_env):
+            raise ValueError(f"api_key_env {self.api_key_env!r} is not an environment variable name "
+                             "(it names the variable holding the key, never the key itself)")
+
+    def check_environment(self) -> None:
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise ConfigError(f"client {self.name!r} needs an API key in the environment variable "
+                              f"{self.api_key_env} (its api_key_env), which is not set; export it first")
+
+    def build(self) -> OpenAIBackend:
+        return OpenAIBackend(self)
 
 
 class ImageTooLarge(ValueError):

@@ -7,12 +7,26 @@ import time
 
 import numpy as np
 import pytest
+import yaml
 
-from sgvla.so101.hardware.cameras import Camera, CameraConfig, CameraError
+from sgvla.core.config import ConfigError, to_mapping
+from sgvla.so101.cameras import AGENTVIEW, WRIST
+from sgvla.so101.hardware.cameras import (
+    Camera,
+    CameraConfig,
+    CameraError,
+    OpenCVCameraConfig,
+    RealSenseCameraConfig,
+    SyntheticCameraConfig,
+    TwinCameraConfig,
+)
+from sgvla.so101.hardware.config import load_hardware_config
+
+DRIVERS = r"\['opencv', 'realsense', 'synthetic', 'twin'\]"
 
 
-def synthetic(**kw) -> CameraConfig:
-    return CameraConfig(**{"name": "agentview", "source": "synthetic", "width": 64, "height": 48, "fps": 30, **kw})
+def synthetic(**kw) -> SyntheticCameraConfig:
+    return SyntheticCameraConfig(**{"name": AGENTVIEW, "width": 64, "height": 48, "fps": 30, **kw})
 
 
 def test_synthetic_frames_arrive_at_the_configured_rate():
@@ -46,21 +60,50 @@ def test_camera_reconnects_after_unplug():
 
 
 def test_config_errors_are_clear():
-    with pytest.raises(ValueError, match="not one of"):
-        CameraConfig(source="kinect")
-    with pytest.raises(ValueError, match="depth needs a realsense"):
-        CameraConfig(source="opencv", depth=True)
-    assert CameraConfig(name="wrist").frame_id == "wrist_optical_frame"
+    with pytest.raises(ValueError, match="depth needs a driver that streams it .realsense, synthetic, twin.; opencv"):
+        OpenCVCameraConfig(depth=True)
+    with pytest.raises(TypeError, match="kind of camera driver"):
+        CameraConfig()
+    assert OpenCVCameraConfig(name=WRIST).frame_id == "wrist_optical_frame"
+    assert TwinCameraConfig(name=WRIST).device == WRIST  # the twin's camera of the same name
+
+
+@pytest.mark.parametrize(("camera", "match"), [
+    ({"name": "a", "source": "kinect"}, rf"cameras\[0\]: unknown camera driver 'kinect'; choose from {DRIVERS}"),
+    ({"name": "a", "device": "0"}, rf"cameras\[0\]: a camera driver needs a `source`; choose from {DRIVERS}"),
+    ({"name": "a", "source": "synthetic", "device": "0"},
+     r"cameras\[0\]\(synthetic\): unknown key\(s\) device; valid keys: calibration, depth, fps"),
+    ({"name": "a", "source": "realsense", "serial": "1"},
+     r"\(realsense\): unknown key\(s\) serial; valid keys: .*device"),
+    ({"name": "a", "source": "twin", "device": "front"}, r"\(twin\): camera a: the twin has no camera 'front'; it has "
+                                                          r"\['agentview', 'wrist'\]"),
+    ({"name": "a", "source": "opencv", "depth": True}, r"\(opencv\): camera a: depth needs a driver that streams it"),
+])
+def test_an_unknown_driver_or_option_fails_when_the_rig_loads(tmp_path, camera, match):
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump({"cameras": [camera]}))
+    with pytest.raises(ConfigError, match=match):
+        load_hardware_config(str(tmp_path / "rig.yaml"))
+
+
+def test_drivers_are_registered_choices_named_by_source(tmp_path):
+    assert CameraConfig.choices() == {"opencv": OpenCVCameraConfig, "realsense": RealSenseCameraConfig,
+                                      "synthetic": SyntheticCameraConfig, "twin": TwinCameraConfig}
+    rig = load_hardware_config("so101")
+    assert [type(c) for c in rig.cameras] == [RealSenseCameraConfig, OpenCVCameraConfig]
+    assert to_mapping(rig.cameras[1])["source"] == "opencv"  # written back as it is read
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump({"cameras": [to_mapping(c) for c in rig.cameras]}))
+    assert load_hardware_config(str(tmp_path / "rig.yaml")).cameras == rig.cameras
+    assert OpenCVCameraConfig(device="/dev/video6").describe() == "opencv /dev/video6"
 
 
 def test_missing_opencv_device_is_an_error_at_start():
     with pytest.raises(CameraError, match="cannot open video device '/dev/video99'"):
-        Camera(CameraConfig(source="opencv", device="/dev/video99")).start()
+        Camera(OpenCVCameraConfig(device="/dev/video99")).start()
 
 
 @pytest.mark.skipif(not glob.glob("/dev/video*"), reason="no V4L2 camera plugged in")
 def test_real_opencv_camera():
-    camera = Camera(CameraConfig(name="wrist", source="opencv", device=sorted(glob.glob("/dev/video*"))[0])).start()
+    camera = Camera(OpenCVCameraConfig(name=WRIST, device=sorted(glob.glob("/dev/video*"))[0])).start()
     try:
         assert camera.latest().color.shape == (480, 640, 3)
     finally:
@@ -77,7 +120,7 @@ def realsense_present() -> bool:
 
 @pytest.mark.skipif(not realsense_present(), reason="no RealSense plugged in")
 def test_real_realsense_depth_is_aligned_to_color():
-    camera = Camera(CameraConfig(source="realsense", device="", depth=True)).start()
+    camera = Camera(RealSenseCameraConfig(device="", depth=True)).start()
     try:
         frame = camera.wait_newer(camera.latest().index, 2.0)
     finally:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from sgvla.so101.hardware.cameras import Camera, CameraConfig
+from sgvla.so101.hardware.cameras import Camera, SyntheticCameraConfig
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.so101.hardware.recording import (
     ABORT,
@@ -147,7 +147,7 @@ class Scripted(KeyQueue):
 
 
 def synthetic(name: str, depth: bool) -> Camera:
-    return Camera(CameraConfig(name=name, source="synthetic", width=32, height=24, fps=30, depth=depth)).start()
+    return Camera(SyntheticCameraConfig(name=name, width=32, height=24, fps=30, depth=depth)).start()
 
 
 def test_operator_commands_rerecord_abort_save_quit(tmp_path, follower, leader):

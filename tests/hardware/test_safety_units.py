@@ -104,7 +104,7 @@ def test_shipped_rig_configs_load(name):
     assert [c.name for c in rig.cameras] == ["agentview", "wrist"] and rig.control_rate_hz == 30
     # Twin cameras take their intrinsics from the twin's model (itself built from config/twin's calibrations).
     assert rig.cameras[0].depth and all(load_camera_calibration(c.calibration) for c in rig.cameras
-                                        if c.source != "twin")
+                                        if not c.needs_twin)
 
 
 def test_rig_config_errors_name_the_key(tmp_path):

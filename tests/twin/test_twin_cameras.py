@@ -9,7 +9,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from sgvla.so101.hardware.cameras import RENDER_NICE, Camera, CameraConfig, TwinSource  # noqa: E402
+from sgvla.so101.cameras import AGENTVIEW, WRIST  # noqa: E402
+from sgvla.so101.hardware.cameras import RENDER_NICE, Camera, TwinCameraConfig, TwinSource  # noqa: E402
 from sgvla.so101.twin.bus import TwinClock  # noqa: E402
 from sgvla.so101.twin.config import load_twin_config  # noqa: E402
 from sgvla.so101.twin.twin import So101Twin  # noqa: E402
@@ -33,15 +34,14 @@ def test_a_stalled_camera_delays_neither_the_other_camera_nor_physics():
     twin = So101Twin(load_twin_config(), 0)
     gate = threading.Event()
     gate.set()
-    small = dict(source="twin", width=64, height=48, fps=30)
+    small = dict(width=64, height=48, fps=30)
     cameras, clock = [], None
     try:
         twin.render_model  # noqa: B018  (made before the cameras start, as the node does)
-        stalled = Camera(CameraConfig(name="agentview", device="agentview", depth=True, **small),
-                         StalledSource(CameraConfig(name="agentview", device="agentview", depth=True, **small), twin,
-                                       gate)).start(60.0)
+        stalled = Camera(TwinCameraConfig(name=AGENTVIEW, depth=True, **small),
+                         StalledSource(TwinCameraConfig(name=AGENTVIEW, depth=True, **small), twin, gate)).start(60.0)
         cameras.append(stalled)
-        config = CameraConfig(name="wrist", device="wrist", **small)
+        config = TwinCameraConfig(name=WRIST, **small)
         wrist = Camera(config, TwinSource(config, twin)).start(60.0)
         cameras.append(wrist)
         clock = TwinClock(twin).start()

@@ -1,5 +1,6 @@
 """Cameras: OpenCV/V4L2 devices, Intel RealSense (color + depth aligned to color), a synthetic source, the
-SO101 MuJoCo twin's cameras (``source: twin``), and frames pushed in from elsewhere (ROS image topics).
+SO101 MuJoCo twin's cameras (``source: twin``), and frames pushed in from elsewhere (ROS image topics). Each driver
+is a registered :class:`CameraConfig` (``source`` in a rig file) with its own options and source of frames.
 
 Each :class:`Camera` reads its source in a background thread and keeps only the newest frame, so a
 control loop never waits on a camera. A camera that fails mid-run (unplugged, driver hiccup) is
@@ -18,14 +19,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import cv2
 import numpy as np
 
-log = logging.getLogger(__name__)
+from sgvla.core.registry import Choice
+from sgvla.so101.cameras import AGENTVIEW, CAMERAS
 
-SOURCES = ("opencv", "realsense", "synthetic", "twin")
+log = logging.getLogger(__name__)
 
 
 class CameraError(RuntimeError):
@@ -33,26 +35,103 @@ class CameraError(RuntimeError):
 
 
 @dataclass
-class CameraConfig:
-    name: str = "agentview"  # dataset key observation.images.<name>; ROS topics under <name>/
-    source: str = "opencv"  # opencv | realsense | synthetic | twin
-    # opencv: index or /dev/video* path; realsense: serial number ("" = the only one); twin: the twin's camera
-    device: str = "0"
+class CameraConfig(Choice, kind="camera driver", key="source"):
+    """A rig camera. Its driver is a registered choice named by the YAML key ``source`` (``opencv``, ``realsense``,
+    ``synthetic``, ``twin``), each with options of its own (``device``: what it opens); the fields here are every
+    driver's. An unknown driver or option fails when the rig loads, with the valid ones in the message."""
+
+    name: str = AGENTVIEW  # dataset key observation.images.<name>; ROS topics under <name>/
     width: int = 640
     height: int = 480
     fps: int = 30
-    depth: bool = False  # also a depth stream aligned to color (realsense, synthetic)
+    depth: bool = False  # also a depth stream aligned to color (drivers that stream one: streams_depth)
     calibration: str = ""  # camera_info YAML: a name in calibration/ or a path ("" = none)
     frame_id: str = ""  # "" = <name>_optical_frame
+    streams_depth: ClassVar[bool] = False  # the driver can stream depth aligned to color
+    needs_twin: ClassVar[bool] = False  # the driver renders a running SO101 twin's camera
 
     def __post_init__(self):
-        if self.source not in SOURCES:
-            raise ValueError(f"camera {self.name}: source {self.source!r} is not one of {SOURCES}")
-        if self.depth and self.source == "opencv":
-            raise ValueError(f"camera {self.name}: depth needs a realsense (or synthetic, twin) source")
+        if not self.type:
+            raise TypeError(f"CameraConfig is the kind of camera driver; build a registered one: "
+                            f"{sorted(self.choices())}")
+        if self.depth and not self.streams_depth:
+            drivers = sorted(n for n, c in self.choices().items() if c.streams_depth)
+            raise ValueError(f"camera {self.name}: depth needs a driver that streams it ({', '.join(drivers)}); "
+                             f"{self.type} does not")
         if min(self.width, self.height, self.fps) <= 0:
             raise ValueError(f"camera {self.name}: width, height and fps must be > 0")
         self.frame_id = self.frame_id or f"{self.name}_optical_frame"
+
+    def describe(self) -> str:
+        """The driver and what it opens, for logs (``opencv /dev/video6``)."""
+        return self.type
+
+    def make_source(self, twin: Any = None) -> Source:
+        """The driver's source of frames; ``twin`` (a running So101Twin) for drivers that render one."""
+        raise NotImplementedError
+
+
+@CameraConfig.register("opencv")
+@dataclass
+class OpenCVCameraConfig(CameraConfig):
+    device: int | str = 0  # a V4L2 index or a /dev/video* path (`v4l2-ctl --list-devices`)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.device == "" or (isinstance(self.device, int) and self.device < 0):
+            raise ValueError(f"camera {self.name}: device must be a video index >= 0 or a /dev/video* path")
+
+    def describe(self) -> str:
+        return f"{self.type} {self.device}"
+
+    def make_source(self, twin: Any = None) -> Source:
+        return OpenCVSource(self)
+
+
+@CameraConfig.register("realsense")
+@dataclass
+class RealSenseCameraConfig(CameraConfig):
+    device: str = ""  # serial number; "" = the only RealSense plugged in (`rs-enumerate-devices`)
+    streams_depth: ClassVar[bool] = True
+
+    def describe(self) -> str:
+        return f"{self.type} {self.device or '(first found)'}"
+
+    def make_source(self, twin: Any = None) -> Source:
+        return RealSenseSource(self)
+
+
+@CameraConfig.register("synthetic")
+@dataclass
+class SyntheticCameraConfig(CameraConfig):
+    streams_depth: ClassVar[bool] = True
+
+    def make_source(self, twin: Any = None) -> Source:
+        return SyntheticSource(self)
+
+
+@CameraConfig.register("twin")
+@dataclass
+class TwinCameraConfig(CameraConfig):
+    device: str = ""  # the twin's camera (sgvla.so101.cameras.CAMERAS); "" = the camera's name
+    streams_depth: ClassVar[bool] = True
+    needs_twin: ClassVar[bool] = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.device = self.device or self.name
+        if self.device not in CAMERAS:
+            raise ValueError(f"camera {self.name}: the twin has no camera {self.device!r}; it has {list(CAMERAS)} "
+                             "(set the camera's device)")
+
+    def describe(self) -> str:
+        return f"{self.type} {self.device}"
+
+    def make_source(self, twin: Any = None) -> Source:
+        if twin is None:
+            raise CameraError(f"camera {self.name}: source twin renders from a running SO101 twin; start one "
+                              "(`sgvla record --config twin`, `sgvla launch hardware sim=true`)")
+        return TwinSource(self, twin)
 
 
 @dataclass(frozen=True)
@@ -70,13 +149,13 @@ class Source(Protocol):
 
 
 class OpenCVSource:
-    def __init__(self, config: CameraConfig):
+    def __init__(self, config: OpenCVCameraConfig):
         self.config = config
         self.capture: cv2.VideoCapture | None = None
 
     def open(self) -> None:
         c = self.config
-        device = int(c.device) if c.device.isdigit() else c.device
+        device = int(c.device) if isinstance(c.device, str) and c.device.isdigit() else c.device
         capture = cv2.VideoCapture(device, cv2.CAP_V4L2)
         if not capture.isOpened():
             raise CameraError(f"camera {c.name}: cannot open video device {c.device!r} "
@@ -106,7 +185,7 @@ class OpenCVSource:
 class RealSenseSource:
     """Color, and depth aligned to the color camera's pixels (rs.align), depth in millimetres."""
 
-    def __init__(self, config: CameraConfig):
+    def __init__(self, config: RealSenseCameraConfig):
         self.config = config
         self.pipeline = None
 
@@ -221,14 +300,14 @@ def depth_to_mm(metres: np.ndarray) -> np.ndarray:
 class TwinSource:
     """A camera of the SO101 MuJoCo twin (``sgvla.so101.twin.twin.So101Twin``), rendered at the configured rate.
 
-    ``device`` names the twin's camera (``agentview``, ``wrist``); color is upright RGB, depth the
+    ``device`` names the twin's camera (one of ``sgvla.so101.cameras.CAMERAS``); color is upright RGB, depth the
     rendered depth in millimetres. Each source draws on a render thread of its own with OpenGL contexts of its own
     (``twin.view()``: the twin's lock is held only to copy the scene), so cameras draw side by side and a slow one
     delays neither the others nor physics. The render thread runs ``nice``-r than the rest of the process (its
     software rasterizer threads inherit that): on a CPU that rendering saturates, the control loop, joint states
     and the servo bus are scheduled first and the camera rate gives way."""
 
-    def __init__(self, config: CameraConfig, twin: Any, nice: int = RENDER_NICE):
+    def __init__(self, config: TwinCameraConfig, twin: Any, nice: int = RENDER_NICE):
         if config.device not in twin.cameras:
             raise CameraError(f"camera {config.name}: the twin has no camera {config.device!r}; "
                               f"it has {list(twin.cameras)} (set the camera's device)")
@@ -320,13 +399,8 @@ class PushedSource:
 
 
 def make_source(config: CameraConfig, twin: Any = None) -> Source:
-    """The source a camera config names; ``twin`` (a running So101Twin) renders ``source: twin`` cameras."""
-    if config.source == "twin":
-        if twin is None:
-            raise CameraError(f"camera {config.name}: source twin renders from a running SO101 twin; start one "
-                              "(`sgvla record --config twin`, `sgvla launch hardware sim=true`)")
-        return TwinSource(config, twin)
-    return {"opencv": OpenCVSource, "realsense": RealSenseSource, "synthetic": SyntheticSource}[config.source](config)
+    """The source a camera config's driver opens; ``twin`` (a running So101Twin) renders ``source: twin`` cameras."""
+    return config.make_source(twin)
 
 
 class Camera:

@@ -36,7 +36,7 @@ TWIN_RIG = "twin"  # config/hardware/twin.yaml: which of the twin's cameras have
 
 def depth_cameras() -> frozenset[str]:
     """The twin cameras (devices) that stream aligned depth on the twin rig."""
-    return frozenset(c.device for c in load_hardware_config(TWIN_RIG).cameras if c.source == "twin" and c.depth)
+    return frozenset(c.device for c in load_hardware_config(TWIN_RIG).cameras if c.needs_twin and c.depth)
 
 
 class TwinPerception:
