@@ -94,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
         failed = sum(r.errors.values())
         if failed:
             print(f"{r.model}: {failed} frame(s) failed and were scored as empty graphs; rerun to retry them")
+        rejected, partly = sum(r.rejected.values()), sum(r.partly_rejected.values())
+        if rejected:
+            print(f"{r.model}: {rejected} answer entr{'y' if rejected == 1 else 'ies'} in {partly} answer(s) were no "
+                  "valid triplet of the ontology and were dropped before scoring (`rejected entries` in the "
+                  "diagnostics table)")
         cut = sum(r.truncated.values())
         if cut:
             print(f"{r.model}: {cut} answer(s) were cut at the token limit (max_new_tokens "

@@ -183,7 +183,8 @@ class Benchmark:
         write_tables(self.out, results, self.prompt.view_labels)
         (self.out / "scores.json").write_text(json.dumps(
             [{"model": r.model, "prompt": r.prompt, "constraint": r.constraint, "errors": r.errors,
-              "truncated": r.truncated, "scores": {v: s.to_dict() for v, s in r.scores.items()}} for r in results],
+              "truncated": r.truncated, "rejected_entries": r.rejected, "answers_with_rejections": r.partly_rejected,
+              "scores": {v: s.to_dict() for v, s in r.scores.items()}} for r in results],
             indent=1))
         write_plots(self.out, results, self.prompt.view_labels)
         t = self.timer.add("tables_and_plots", t)
@@ -200,15 +201,18 @@ class Benchmark:
         # before the flag existed are judged the same way).
         cut = [p.cut or records[f.key].get("finish_reason") == "length" for p, f in zip(parsed, frames)]
         t = self.timer.add("parse", t)
-        scores, errors, truncated = {}, {}, {}
+        scores, errors, truncated, rejected, partly = {}, {}, {}, {}, {}
         for camera in self.cameras:
             idx = [i for i, f in enumerate(frames) if f.camera == camera]
             if idx:
                 scores[camera] = aggregate([(frames[i].task_id, preds[i], refs[i]) for i in idx], self.ontology)
                 errors[camera] = sum(bool(records[frames[i].key].get("error")) for i in idx)
                 truncated[camera] = sum(cut[i] for i in idx)
+                rejected[camera] = sum(len(parsed[i].rejected) for i in idx)
+                partly[camera] = sum(bool(parsed[i].rejected) for i in idx)
         self.timer.add("score", t)
-        return ModelResult(config.name, self.prompt.label, config.constraint, scores, errors, truncated)
+        return ModelResult(config.name, self.prompt.label, config.constraint, scores, errors, truncated, rejected,
+                           partly)
 
     def write_examples(self, configs: Sequence[ClientConfig], records: Sequence[dict], frames: list[FrameRef],
                        refs: list[Graph]) -> None:

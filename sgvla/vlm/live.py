@@ -45,6 +45,10 @@ class LatestFrameWorker:
         self.raised = 0  # queries whose client raised
         self.failed = 0  # queries that gave no graph: raised, errored, or an answer without one
         self.truncated = 0  # answers cut at the token limit (their complete triplets are kept)
+        # Entries of answers that were not valid triplets of the ontology (dropped; the valid ones are kept), and
+        # the answers that had any: a partly wrong answer is a graph, but not the whole of what the model said.
+        self.rejected_entries = 0
+        self.answers_with_rejections = 0
         self.last_error = ""  # why the last failed query failed
         self._pending: tuple[GraphQuery, float] | None = None
         self._latest: LiveGraph | None = None
@@ -109,6 +113,8 @@ class LatestFrameWorker:
                 continue
             live = LiveGraph(answer, stamp, time.monotonic())
             self.truncated += answer.truncated
+            self.rejected_entries += len(answer.parsed.rejected)
+            self.answers_with_rejections += bool(answer.parsed.rejected)
             if answer.failure:
                 self.last_error = answer.failure
                 self.failed += 1

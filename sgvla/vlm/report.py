@@ -24,6 +24,9 @@ class ModelResult:
     scores: dict[str, BenchmarkScores]  # camera -> scores
     errors: dict[str, int]  # camera -> frames whose query failed (scored as empty graphs)
     truncated: dict[str, int] = field(default_factory=dict)  # camera -> answers cut at the token limit
+    # camera -> answer entries that were no valid triplet (dropped before scoring), and the answers that had any
+    rejected: dict[str, int] = field(default_factory=dict)
+    partly_rejected: dict[str, int] = field(default_factory=dict)
 
 
 def _fmt(x: float) -> str:
@@ -54,9 +57,11 @@ def write_tables(out: Path, results: Sequence[ModelResult], labels: Mapping[str,
     paths = [write_table(out, "main", ["Model", *(f"{labels.get(v, v)} mF1" for v in views)],
                          [[r.model, *(r.scores[v].mean_task_f1 if v in r.scores else "n/a" for v in views)]
                           for r in results])]
-    header = ["Model", "View", "frames", "failed", "truncated", "mean-task F1", "macro F1", "micro F1", "coverage",
+    header = ["Model", "View", "frames", "failed", "truncated", "rejected entries", "answers with rejections",
+              "mean-task F1", "macro F1", "micro F1", "coverage",
               "hallucination", "reversal", "direction consistency", "bowl-swapped frames", "prompt", "constraint"]
-    rows = [[r.model, labels.get(v, v), s.n_frames, r.errors.get(v, 0), r.truncated.get(v, 0), s.mean_task_f1,
+    rows = [[r.model, labels.get(v, v), s.n_frames, r.errors.get(v, 0), r.truncated.get(v, 0),
+             r.rejected.get(v, 0), r.partly_rejected.get(v, 0), s.mean_task_f1,
              s.macro_f1, s.micro.f1,
              s.coverage, s.hallucination_rate, s.reversal_rate, s.direction_consistency, s.swapped_frames,
              r.prompt, r.constraint] for r in results for v, s in sorted(r.scores.items())]

@@ -104,6 +104,7 @@ class VLMSource:
         w = self.worker
         return {} if w is None else {
             "vlm_queries": w.attempts, "vlm_failed_queries": w.failed, "vlm_truncated_answers": w.truncated,
+            "vlm_rejected_entries": w.rejected_entries, "vlm_answers_with_rejections": w.answers_with_rejections,
             "vlm_frames_dropped": w.dropped, "vlm_view": self.view_used, "vlm_failure": w.last_error,
             "vlm_graph_age_max_s": round(self.oldest_used_s, 3)}
 

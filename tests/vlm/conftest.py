@@ -101,7 +101,8 @@ class Stub:
     """Answers chat completions by mode, the first path segment: ok, slow, malformed, empty,
     nochoices, flaky (503 on every other call), big (413), error500 (500), garbage (a reply without
     a triplet), stall (answers after 5 s), cut (the answer as JSON, cut 5 characters short, finish_reason
-    "length"), gate (500 until `gate_open` is set), once<name> (ok the first time, 500 after)."""
+    "length"), gate (500 until `gate_open` is set), once<name> (ok the first time, 500 after), partial (the
+    answer plus two lines that are no triplet of the ontology)."""
 
     def __init__(self) -> None:
         self.answer = "\n".join(f"({s}, {r}, {o})" for s, r, o in FIXED_GRAPH)
@@ -161,6 +162,9 @@ def stub():
                 return self.reply(200, b'{"object": "chat.completion"}')
             if mode == "big":
                 return self.reply(413, b'{"error": {"message": "image too large"}}')
+            if mode == "partial":
+                extra = "\n(black_bowl_1, is_floating_over, plate_1)\n(unicorn_1, is_on, plate_1)"
+                return self.reply(200, completion(state.answer + extra, "stop"))
             if mode == "flaky" and n % 2 == 1:
                 return self.reply(503, b'{"error": {"message": "overloaded"}}')
             self.reply(200, completion("" if mode == "empty" else state.answer, "stop"))

@@ -87,7 +87,20 @@ def test_cut_answers_keep_their_triplets_and_are_counted(tmp_path, fixed_dir, st
     records = [json.loads(line) for line in answers.read_text().splitlines()]
     assert all(r["truncated"] and len(r["triplets"]) == 3 for r in records)
     diagnostics = (tmp_path / "out" / "diagnostics.md").read_text().splitlines()
-    assert "| truncated |" in diagnostics[0] and diagnostics[2].startswith("| cut | agentview | 4 | 0 | 4 |")
+    assert "| truncated |" in diagnostics[0] and diagnostics[2].startswith("| cut | agentview | 4 | 0 | 4 | 0 | 0 |")
+
+
+def test_entries_that_are_no_triplet_are_dropped_and_counted(tmp_path, fixed_dir, stub, capsys):
+    partial = client_yaml(tmp_path / "p.yaml", type="openai", name="partial", model="m", base_url=stub.url("partial"))
+    bench(fixed_dir, tmp_path / "out", partial, extra=["--examples", "0"])
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())[0]
+    assert scores["rejected_entries"] == {"agentview": 8, "robot0_eye_in_hand": 8}  # 2 per answer, 4 frames
+    assert scores["answers_with_rejections"] == {"agentview": 4, "robot0_eye_in_hand": 4}
+    assert scores["scores"]["agentview"]["mean_task_f1"] == 1.0  # the valid triplets are scored
+    diagnostics = (tmp_path / "out" / "diagnostics.md").read_text().splitlines()
+    assert "| rejected entries | answers with rejections |" in diagnostics[0]
+    assert diagnostics[2].startswith("| partial | agentview | 4 | 0 | 0 | 8 | 4 |")
+    assert "partial: 16 answer entries in 8 answer(s) were no valid triplet of the ontology" in capsys.readouterr().out
 
 
 def test_cli_errors_are_messages(tmp_path, libero_dir, capsys, monkeypatch):

@@ -90,6 +90,18 @@ def test_a_cut_answer_keeps_its_complete_triplets_and_is_counted(stub, fixed_gra
         src.close()
 
 
+def test_an_answer_with_some_invalid_entries_keeps_the_valid_ones_and_counts_the_rest(stub, fixed_graph):
+    src = source(stub.url("partial"))  # the 4 valid triplets plus an unknown relation and an unknown object
+    try:
+        graph = src.view_graph("agentview", FRAME, None, TASK).graph
+        assert sorted(graph) == sorted(fixed_graph)
+        stats = src.stats()
+        assert stats["vlm_rejected_entries"] == 2 and stats["vlm_answers_with_rejections"] == 1
+        assert stats["vlm_failed_queries"] == 0
+    finally:
+        src.close()
+
+
 def test_a_view_the_episode_does_not_render_is_an_error_not_a_substitute(stub):
     src = source(stub.url("ok"))
     try:
