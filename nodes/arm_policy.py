@@ -23,6 +23,7 @@ import sgvla.plugins  # noqa: F401  (registers suites, policies, context modes)
 from sgvla.core.episode import EpisodeKey
 from sgvla.nodegraph.arm_protocol import VIEWS, ArmGoal, ArmPorts, ArmProtocol, ArmSettings
 from sgvla.paths import resolve_data_path
+from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import to_radians
 from sgvla.so101.perception.fiducials import load_marker_config
@@ -44,7 +45,7 @@ class ArmPolicy(ResourceNode):
         self.declare_parameter("perception_timeout_s", 1.0)  # perceived objects or graph older: infrastructure failure
         # rig cameras recorded in the rollouts ([""]: none); sgvla.so101.cameras.CAMERAS, a literal for the
         # parameter table (tests/hardware/test_arm_protocol.py checks they agree)
-        self.declare_parameter("cameras", ["agentview", "wrist"])
+        self.declare_parameter("cameras", list(CAMERAS))
         self.declare_parameter("image_timeout_s", 1.0)  # a camera image older than this: infrastructure failure
         self.declare_parameter("verdict_window_s", 3.0)  # a later verdict within this long replaces the first
         self.declare_parameter("rollouts", "")  # LeRobot dataset folder of the episodes' rollouts; empty: none

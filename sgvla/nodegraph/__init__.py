@@ -1,11 +1,12 @@
-"""The ROS 2 node graph's logic, ROS-free: what the nodes in `nodes/` wrap.
+"""The ROS 2 node graph's logic, ROS-free: what the nodes in `nodes/` wrap, each node a shell around one of these.
 
-- `codec`: dataclass trees of numpy arrays (a SceneState, episode facts) to bytes and back, bit-exact;
-- `episode`: the simulator half (`SimSession`, for sim_bridge) and the policy half (`PolicySession`, for
-  vla_policy) of the in-process episode loop, and the evaluator's plan and records (`TopicEvaluation`);
-- `graphs`: per-camera ground-truth graphs from an encoded state (the scene_graph node);
+- `environment`: a simulated suite's backend stepped over topics (`EnvironmentSession`, for sim_bridge);
+- `evaluation`: the evaluator's plan, goals and records (`TopicEvaluation`, for evaluator);
+- `arm_protocol`: the operator's episode protocol on the SO101 arm (`ArmProtocol`, for arm_policy): homing, scene
+  card, confirm, verdicts, freshness of the inputs, rollouts;
 - `overlay`: a scene graph drawn on a camera image;
 - `bag`: rosbag2 MCAP files with the rosbags package (no ROS install needed).
 
-`sgvla.launch.plan` describes which nodes run with which parameters; `sgvla.launch.run` runs them.
+A policy node's build/cache/close of its policy is `sgvla.policies.session.PolicySession`, shared with the runner.
+`sgvla.launch` describes which nodes run with which parameters; `sgvla.launch.run` runs them.
 """

@@ -421,8 +421,7 @@ class ArmProtocol:
             return await self.episode(goal)
         except Exception as exc:  # no result: the next run retries it
             self.ports.log_error(f"episode {goal.episode}: {type(exc).__name__}: {exc}")
-            return EpisodeRecord(*goal.key, success=False, steps=0, max_steps=int(goal.max_steps), wall_time_s=0.0,
-                                 view=goal.view, infra_failure=f"{type(exc).__name__}: {exc}")
+            return EpisodeRecord.not_started(goal.key, exc, goal.max_steps, view=goal.view)
         finally:
             self.verdicts.done()
             self.busy = False
