@@ -7,6 +7,10 @@
 Same loop and dataset layout as ``sgvla record`` (which takes single key presses in its terminal;
 ros2 launch gives nodes no keyboard, hence record_control, or auto_start:=true with episode_time_s
 and reset_time_s). ``sim:=true`` is reserved for the SO101 MuJoCo twin.
+
+The recording arguments (root, task, repo_id, episodes, episode_time_s, reset_time_s, auto_start: names, defaults,
+descriptions, types) are `sgvla.so101.recording.RecordingSettings`, as `sgvla record`'s flags and the node's
+parameters are.
 """
 
 from launch import LaunchDescription
@@ -16,24 +20,21 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
+from sgvla.core.settings import specs
+from sgvla.so101.recording import RecordingSettings
+
 
 def generate_launch_description():
     arg = LaunchConfiguration
+    recording = specs(RecordingSettings)
     return LaunchDescription([
         DeclareLaunchArgument("config", default_value="so101", description="rig config name or YAML path"),
-        DeclareLaunchArgument("root", description="dataset folder (created, or appended to)"),
-        DeclareLaunchArgument("task", description="task string of every episode"),
-        DeclareLaunchArgument("repo_id", default_value="local/so101_bowls"),
-        DeclareLaunchArgument("episodes", default_value="1"),
-        DeclareLaunchArgument("episode_time_s", default_value="60.0"),
-        DeclareLaunchArgument("reset_time_s", default_value="10.0"),
-        DeclareLaunchArgument("auto_start", default_value="false"),
+        # root and task have no default: ros2 launch asks for them
+        *(DeclareLaunchArgument(s.name, description=s.help) if s.name in ("root", "task") else
+          DeclareLaunchArgument(s.name, default_value=s.text, description=s.help) for s in recording),
         DeclareLaunchArgument("sim", default_value="false", description="SO101 MuJoCo twin instead of hardware"),
         Node(package="sgvla_ros", executable="teleop_recorder", name="teleop_recorder", output="screen",
              condition=UnlessCondition(arg("sim")),
-             parameters=[{"config": arg("config"), "root": arg("root"), "task": arg("task"),
-                          "repo_id": arg("repo_id"), "episodes": ParameterValue(arg("episodes"), value_type=int),
-                          "episode_time_s": ParameterValue(arg("episode_time_s"), value_type=float),
-                          "reset_time_s": ParameterValue(arg("reset_time_s"), value_type=float),
-                          "auto_start": ParameterValue(arg("auto_start"), value_type=bool)}]),
+             parameters=[{"config": arg("config"),
+                          **{s.name: ParameterValue(arg(s.name), value_type=s.kind) for s in recording}}]),
     ])

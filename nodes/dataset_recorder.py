@@ -22,12 +22,14 @@ from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.teleop_recorder import OperatorKeys
 from std_msgs.msg import Int64, String
 
+from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.arm import ArmFault, ArmState
 from sgvla.so101.hardware.cameras import Camera, CameraError, PushedSource
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import from_radians
 from sgvla.so101.hardware.recording import HELP, EpisodeStore, TeleopRecorder, dataset_features
 from sgvla.so101.hardware.safety import Watchdog
+from sgvla.so101.recording import RecordingSettings
 
 
 def pixels(msg: Image) -> np.ndarray:
@@ -82,32 +84,26 @@ class DatasetRecorder(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("dataset_recorder", **kwargs)
         self.declare_parameter("config", "so101")  # rig: control rate, cameras, command timeout
-        self.declare_parameter("root", "")  # dataset folder (created, or appended to)
-        self.declare_parameter("repo_id", "local/so101_bowls")
-        self.declare_parameter("task", "")  # empty: the task topic's
-        self.declare_parameter("cameras", ["agentview", "wrist"])  # rig camera names to record
-        self.declare_parameter("episodes", 1)
-        self.declare_parameter("episode_time_s", 60.0)
-        self.declare_parameter("reset_time_s", 10.0)
-        self.declare_parameter("auto_start", False)
-        self.declare_parameter("input_timeout_s", 2.0)  # silent joint_states end the node, a silent camera the episode
-        self.declare_parameter("reset_seed", -1)  # >= 0: reset the twin's scene after each episode
+        self.settings = self.declare_settings(RecordingSettings)  # root, task, episodes, ...: `sgvla record`'s
+        self.declare_parameter("cameras", list(CAMERAS))  # rig camera names to record
+        self.declare_parameter("input_timeout_s", 2.0, minimum=0.0)  # silent inputs: the node or the episode ends
+        self.declare_parameter("reset_seed", -1, minimum=-1)  # >= 0: reset the twin's scene after each episode
         self.param = lambda name: self.get_parameter(name).value
-        if not self.param("root"):
+        if not self.settings.root:
             raise ValueError("dataset_recorder: set the 'root' parameter (dataset folder)")
         rig = load_hardware_config(self.param("config"))
         by_name = {c.name: c for c in rig.cameras}
         missing = [n for n in self.param("cameras") if n not in by_name]
         if missing:
             raise ValueError(f"dataset_recorder: camera(s) {missing} not in the rig config; it has {list(by_name)}")
-        self.fps, self.task = round(rig.control_rate_hz), self.param("task")
+        self.fps, self.task = round(rig.control_rate_hz), self.settings.task
         self.commands = LatestJoints("joint_commands", rig.safety.command_timeout_s)
         self.follower = TopicFollower(self.param("input_timeout_s"), self.commands)
         self.sources = {n: PushedSource(by_name[n], self.param("input_timeout_s")) for n in self.param("cameras")}
         self.pending: dict[str, dict] = {n: {} for n in self.sources}  # stamp -> color or depth, to pair them
         self.cameras: list[Camera] = []
         self.store = self.own(EpisodeStore(  # closing drops an unsaved episode
-            Path(self.param("root")), self.param("repo_id"), self.fps,
+            Path(self.settings.root), self.settings.repo_id, self.fps,
             dataset_features({n: (s.config.height, s.config.width, s.config.depth) for n, s in self.sources.items()})))
         self.keys, self.recorder = self.own(OperatorKeys()), None
         self.reset_pub, self.finished = self.create_publisher(Int64, "twin/reset", QOS["reliable"]), 0
@@ -124,7 +120,7 @@ class DatasetRecorder(ResourceNode):
                 self.create_subscription(Image, f"{name}/depth/image_raw",
                                          lambda m, n=name: self.on_image(n, "depth", m), QOS["sensor"])
         self.create_timer(1.0 / self.fps, self.tick)
-        self.get_logger().info(f"{HELP} (publish them on record_control); dataset {self.param('root')} has "
+        self.get_logger().info(f"{HELP} (publish them on record_control); dataset {self.settings.root} has "
                                f"{self.store.episodes} episode(s); waiting for joint_states and cameras "
                                f"{list(self.sources)}")
 
@@ -194,11 +190,11 @@ class DatasetRecorder(ResourceNode):
         # within reconnect_s of the next frame (a start asked for before that waits for them).
         self.cameras = [self.own(Camera(s.config, source=s, reconnect_s=0.1).start(first_frame_timeout_s=1.0))
                         for s in self.sources.values()]
+        rec = self.settings
         self.recorder = TeleopRecorder(self.follower, self.commands, self.cameras, self.store, self.task, self.fps,
-                                       self.keys, self.param("episodes"), self.param("episode_time_s"),
-                                       self.param("reset_time_s"), self.param("auto_start"))
-        self.get_logger().info(f"inputs ready; recording {self.param('episodes')} episode(s) of {self.task!r} at "
-                               f"{self.fps} Hz" + (" (auto start)" if self.param("auto_start") else ""))
+                                       self.keys, rec.episodes, rec.episode_time_s, rec.reset_time_s, rec.auto_start)
+        self.get_logger().info(f"inputs ready; recording {rec.episodes} episode(s) of {self.task!r} at "
+                               f"{self.fps} Hz" + (" (auto start)" if rec.auto_start else ""))
         return True
 
 

@@ -143,18 +143,55 @@ class DescribedParameters:
 
     live_parameters: frozenset[str] = frozenset()
 
-    def declare_parameter(self, name, value=None, descriptor=None, ignore_override=False):
+    def declare_parameter(self, name, value=None, descriptor=None, ignore_override=False, *, minimum=None,
+                          maximum=None, description=""):
+        """rclpy's declare_parameter with the descriptor made here: `minimum`/`maximum` give an integer or number
+        its range (a value outside it, given at start or set later, is refused with rclpy's reason); `description`
+        stands where no parameter file documents the parameter."""
         from rcl_interfaces.msg import ParameterDescriptor
 
         from sgvla.launch.parameter_docs import parameter_doc
 
         if descriptor is None:
-            descriptor = ParameterDescriptor(name=name, description=parameter_doc(self.get_name(), name),
+            descriptor = ParameterDescriptor(name=name, description=parameter_doc(self.get_name(), name) or description,
                                              read_only=name not in self.live_parameters)
+            if minimum is not None or maximum is not None:
+                self._set_range(descriptor, value, minimum, maximum)
         if self.live_parameters and not getattr(self, "_checks_live_parameters", False):
             self._checks_live_parameters = True
             self.add_on_set_parameters_callback(self._check_live_parameters)
         return super().declare_parameter(name, value, descriptor, ignore_override)
+
+    @staticmethod
+    def _set_range(descriptor, value, minimum, maximum) -> None:
+        """An integer range (value an int) or a floating-point range (a float) from the bounds, open ends as the
+        type's extremes, no step."""
+        import sys
+
+        from rcl_interfaces.msg import FloatingPointRange, IntegerRange
+
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{descriptor.name}: a range needs an integer or number default, got {value!r}")
+        if isinstance(value, int):
+            low, high = -(2 ** 63), 2 ** 63 - 1
+            descriptor.integer_range = [IntegerRange(
+                from_value=low if minimum is None else int(minimum), to_value=high if maximum is None else int(maximum),
+                step=0)]
+        else:
+            big = sys.float_info.max
+            descriptor.floating_point_range = [FloatingPointRange(
+                from_value=-big if minimum is None else float(minimum),
+                to_value=big if maximum is None else float(maximum), step=0.0)]
+
+    def declare_settings(self, cls):
+        """Declare every field of the settings dataclass `cls` (`sgvla.core.settings`) as a parameter: its default,
+        its type, its minimum as the range, its help where no parameter file documents it; returns the settings
+        with the parameters' values."""
+        from sgvla.core.settings import specs
+
+        for spec in specs(cls):
+            self.declare_parameter(spec.name, spec.default, minimum=spec.minimum, description=spec.help)
+        return cls(**{spec.name: self.get_parameter(spec.name).value for spec in specs(cls)})
 
     @staticmethod
     def check_parameter(name: str, value) -> str:

@@ -20,6 +20,7 @@ from sgvla.so101.hardware.arm import FollowerArm, LeaderArm
 from sgvla.so101.hardware.cameras import Camera
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.recording import HELP, EpisodeStore, KeyQueue, TeleopRecorder, TerminalKeys, dataset_features
+from sgvla.so101.recording import RecordingSettings
 
 
 class OperatorKeys:
@@ -41,18 +42,12 @@ class TeleopRecorderNode(ResourceNode):
     def __init__(self):
         super().__init__("teleop_recorder")
         self.declare_parameter("config", "so101")
-        self.declare_parameter("root", "")  # dataset folder (created, or appended to)
-        self.declare_parameter("repo_id", "local/so101_bowls")
-        self.declare_parameter("task", "")
-        self.declare_parameter("episodes", 1)
-        self.declare_parameter("episode_time_s", 60.0)
-        self.declare_parameter("reset_time_s", 10.0)
-        self.declare_parameter("auto_start", False)
+        rec = self.declare_settings(RecordingSettings)  # root, task, episodes, ...: `sgvla record`'s
         self.declare_parameter("follower_port", "")
         self.declare_parameter("leader_port", "")
         self.declare_parameter("calibration_dir", "")
         param = lambda name: self.get_parameter(name).value  # noqa: E731
-        if not param("root") or not param("task"):
+        if not rec.root or not rec.task:
             raise ValueError("teleop_recorder: set the 'root' (dataset folder) and 'task' parameters")
         overrides = {key: param(name) for name, key in {"follower_port": "follower.port", "leader_port": "leader.port",
                                                        "calibration_dir": "follower.calibration_dir"}.items()
@@ -68,15 +63,14 @@ class TeleopRecorderNode(ResourceNode):
         self.cameras = [self.own(Camera(c).start()) for c in rig.cameras]
         fps = round(rig.control_rate_hz)
         features = dataset_features({c.name: (c.height, c.width, c.depth) for c in rig.cameras})
-        self.store = self.own(EpisodeStore(Path(param("root")), param("repo_id"), fps, features))
+        self.store = self.own(EpisodeStore(Path(rec.root), rec.repo_id, fps, features))
         self.keys = self.own(OperatorKeys())
-        self.recorder = TeleopRecorder(self.follower, self.leader, self.cameras, self.store, param("task"), fps,
-                                       self.keys, param("episodes"), param("episode_time_s"), param("reset_time_s"),
-                                       param("auto_start"))
+        self.recorder = TeleopRecorder(self.follower, self.leader, self.cameras, self.store, rec.task, fps,
+                                       self.keys, rec.episodes, rec.episode_time_s, rec.reset_time_s, rec.auto_start)
         self.publisher = self.create_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(String, "record_control", self.on_control, QOS["reliable"])
         self.create_timer(1.0 / fps, self.tick)
-        self.get_logger().info(f"{HELP} (or publish them on record_control); dataset {param('root')} "
+        self.get_logger().info(f"{HELP} (or publish them on record_control); dataset {rec.root} "
                                f"has {self.store.episodes} episode(s)")
 
     def on_control(self, msg: String):

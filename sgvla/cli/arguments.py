@@ -22,3 +22,35 @@ def split_items(items: Iterable[str]) -> tuple[list[str], list[str]]:
     for item in items:
         (overrides if _ITEM.match(item) and not Path(item).exists() else paths).append(item)
     return paths, overrides
+
+
+def add_settings(parser, cls) -> None:
+    """A flag per field of the settings dataclass `cls` (`sgvla.core.settings`): its type, default, help and minimum
+    (refused by argparse, with the setting's parser's reason); a boolean that defaults to false is a switch."""
+    import argparse
+
+    from sgvla.core.settings import specs
+
+    for spec in specs(cls):
+        if spec.kind is bool:
+            action = "store_true" if spec.default is False else argparse.BooleanOptionalAction
+            parser.add_argument(spec.cli_flag, dest=spec.name, action=action, default=spec.default, help=spec.help)
+            continue
+
+        def parse(text: str, spec=spec):
+            try:
+                return spec.parse(text)
+            except ValueError as e:
+                raise argparse.ArgumentTypeError(str(e)) from None
+
+        parse.__name__ = spec.kind.__name__
+        default = argparse.SUPPRESS if spec.required else spec.default
+        parser.add_argument(spec.cli_flag, dest=spec.name, type=parse, default=default, required=spec.required,
+                            choices=spec.choices or None, help=spec.help)
+
+
+def settings_from(args, cls):
+    """The settings `cls` from the flags `add_settings` made."""
+    from sgvla.core.settings import specs
+
+    return cls(**{spec.name: getattr(args, spec.name) for spec in specs(cls)})

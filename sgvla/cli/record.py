@@ -21,9 +21,9 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from sgvla.cli.arguments import add_overrides_argument
-from sgvla.core.config import parse_items
-from sgvla.core.config import ConfigError
+from sgvla.cli.arguments import add_overrides_argument, add_settings, settings_from
+from sgvla.core.config import ConfigError, parse_items
+from sgvla.so101.recording import RecordingSettings
 
 log = logging.getLogger("sgvla.record")
 
@@ -33,14 +33,7 @@ def add_parser(sub) -> None:
                        description=__doc__)
     p.add_argument("--config", default="so101", help="rig config: a name in config/hardware/ or a YAML path")
     add_overrides_argument(p, "overrides of the rig config", "follower.port=/dev/ttyACM0 cameras=[]")
-    p.add_argument("--root", required=True, help="dataset folder (created, or appended to)")
-    p.add_argument("--repo-id", default="local/so101_bowls", help="dataset name stored in its metadata (never pushed)")
-    p.add_argument("--task", default="", help="task string of every episode, e.g. 'put the bowl on the stove' "
-                                              "(required, except with the twin: its task's prompt)")
-    p.add_argument("--episodes", type=int, default=1, help="episodes to save in this session")
-    p.add_argument("--episode-time", type=float, default=60.0, help="seconds after which an episode is saved")
-    p.add_argument("--reset-time", type=float, default=10.0, help="with --auto: seconds between episodes")
-    p.add_argument("--auto", action="store_true", help="start episodes without a key press")
+    add_settings(p, RecordingSettings)  # --root, --task, --episodes, --auto, ...: the recorder nodes' parameters
     p.add_argument("--sim-leader", action="store_true", help="a simulated leader that moves by itself instead of "
                                                              "the rig's leader arm")
     p.add_argument("--task-id", type=int, default=0, help="twin: task of config/twin/so101_tabletop.yaml")
@@ -86,8 +79,9 @@ def root_problem(root: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     # Refused before anything is loaded or connected: keys that cannot come, a dataset folder that cannot be one.
-    problem = "" if args.auto or sys.stdin.isatty() else NO_TERMINAL
-    problem = problem or root_problem(Path(args.root).expanduser())
+    rec = settings_from(args, RecordingSettings)
+    problem = "" if rec.auto_start or sys.stdin.isatty() else NO_TERMINAL
+    problem = problem or root_problem(Path(rec.root).expanduser())
     if problem:
         print(f"sgvla record: {problem}", file=sys.stderr)
         return 2
@@ -117,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         try:
             twin = simulated_arms(stack, rig, args.sim_leader, args.task_id, args.seed)
-            task = args.task or (twin.twin.task if twin else "")
+            task = rec.task or (twin.twin.task if twin else "")
             if not task:
                 raise RecordingError("--task: the task string of the episodes is required")
             follower = FollowerArm(rig.follower, rig.safety)
@@ -131,17 +125,17 @@ def run(args: argparse.Namespace) -> int:
                 source = make_source(config, twin.twin if twin else None)
                 cameras.append(Camera(config, source).start())
                 stack.callback(cameras[-1].close)
-            store = EpisodeStore(Path(args.root), args.repo_id, fps, features)
+            store = EpisodeStore(Path(rec.root), rec.repo_id, fps, features)
             stack.callback(store.close)
             keys = stack.enter_context(TerminalKeys())
-            log.info("%s\nrecording %d episode(s) of %r into %s (%d already there)", HELP, args.episodes, task,
-                     args.root, store.episodes)
-            stats = TeleopRecorder(follower, leader, cameras, store, task, fps, keys, args.episodes,
-                                   args.episode_time, args.reset_time, args.auto).run()
+            log.info("%s\nrecording %d episode(s) of %r into %s (%d already there)", HELP, rec.episodes, task,
+                     rec.root, store.episodes)
+            stats = TeleopRecorder(follower, leader, cameras, store, task, fps, keys, rec.episodes,
+                                   rec.episode_time_s, rec.reset_time_s, rec.auto_start).run()
             total = store.episodes
         except (ArmError, CalibrationError, CameraError, RecordingError, OSError) as e:  # OSError: the dataset folder
             log.error("record: %s", e)
             return 1
     log.info("saved %d episode(s), %d frames; discarded %d; dataset %s has %d episode(s)", stats.saved, stats.frames,
-             stats.discarded, args.root, total)
+             stats.discarded, rec.root, total)
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sgvla.core.settings import specs
 from sgvla.launch.nodes import EXECUTABLES, QOS
 from sgvla.launch.plan import ARGUMENTS, TOPICS, NodeSpec, Plan, launch_names, launch_plan
 from sgvla.paths import REPO_ROOT
@@ -22,14 +23,20 @@ MINE = ["sim_bridge", "scene_graph", "vla_policy", "evaluator", "bag_recorder"]
 
 
 def defaults(executable: str) -> dict:
-    """Parameter -> default of every `declare_parameter("name", <literal>)` in the node's module."""
+    """Parameter -> default of every `declare_parameter("name", <literal>)` in the node's module, and of every field
+    of a settings dataclass it declares (`declare_settings(RecordingSettings)`: sgvla.core.settings)."""
     source = (REPO_ROOT / "nodes" / f"{NODES[executable]}.py").read_text()
     if "(HardwareNode)" in source:  # managed nodes inherit the base's parameters (autostart)
         source += (REPO_ROOT / "nodes" / "runtime.py").read_text()
     tree = ast.parse(source)
-    return {call.args[0].value: _value(call.args[1], tree) for call in ast.walk(tree)
-            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter"
-            and isinstance(call.args[0], ast.Constant)}  # not the base's own super().declare_parameter(name, ...)
+    calls = [call for call in ast.walk(tree) if isinstance(call, ast.Call)]
+    found = {call.args[0].value: _value(call.args[1], tree) for call in calls
+             if getattr(call.func, "attr", "") == "declare_parameter"
+             and isinstance(call.args[0], ast.Constant)}  # not the base's own super().declare_parameter(name, ...)
+    for call in calls:
+        if getattr(call.func, "attr", "") == "declare_settings":
+            found.update({s.name: s.default for s in specs(_value(call.args[0], tree))})
+    return found
 
 
 def _value(expression: ast.expr, module: ast.Module):

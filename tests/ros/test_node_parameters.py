@@ -67,3 +67,68 @@ def test_parameters_are_described_typed_and_read_only_unless_live(ros_env):
     assert sets["reset_timeout_s"]["reason"] == "reset_timeout_s must be a positive number (seconds), got -1.0"
     assert not sets["wrong_type"]["successful"] and sets["wrong_type"]["reason"], sets
     assert out["values"] == {"lockstep": True, "step_timeout_s": 7.5, "reset_timeout_s": 900.0}, (out, log[-2000:])
+
+
+SETTINGS_PROBE = r"""
+import json, sys
+import rclpy
+from dataclasses import asdict
+from rclpy.parameter import Parameter
+from rclpy.exceptions import InvalidParameterValueException
+from sgvla_ros.runtime import SgvlaNode
+from sgvla.so101.recording import RecordingSettings
+
+rclpy.init()
+
+class Recorder(SgvlaNode):  # what dataset_recorder and teleop_recorder declare, without their arms and dataset
+    def __init__(self, name, **kwargs):
+        super().__init__(name, **kwargs)
+        self.settings = self.declare_settings(RecordingSettings)
+
+out = {}
+for name in ("dataset_recorder", "teleop_recorder"):  # documented in config/ros/hardware.yaml | by the help only
+    node = Recorder(name, parameter_overrides=[Parameter("episodes", value=3)])
+    described = {}
+    for d in node.describe_parameters(list(node._parameters)):
+        described[d.name] = {"type": d.type, "read_only": d.read_only, "description": d.description,
+                             "int": [[r.from_value, r.to_value] for r in d.integer_range],
+                             "float": [[r.from_value, r.to_value] for r in d.floating_point_range]}
+    out[name] = {"settings": asdict(node.settings), "described": described}
+    node.destroy_node()
+try:
+    Recorder("teleop_recorder", parameter_overrides=[Parameter("episode_time_s", value=0.0)])
+    out["refused"] = ""
+except InvalidParameterValueException as e:
+    out["refused"] = str(e)
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_recording_settings_are_the_recorders_parameters_with_their_ranges(ros_env):
+    """dataset_recorder's and teleop_recorder's recording parameters are RecordingSettings' fields (`declare_settings`):
+    its defaults and types, read-only, described (the parameter file's comment, else the help), an integer or
+    floating-point range from the minimum; a value below it is refused at start with rclpy's reason."""
+    from rcl_interfaces.msg import ParameterType
+
+    from sgvla.core.settings import specs
+    from sgvla.so101.recording import RecordingSettings
+
+    probe = subprocess.run([sys.executable, "-c", SETTINGS_PROBE], env=ros_env, capture_output=True, text=True,
+                           timeout=120)
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    out = json.loads(probe.stdout.strip().splitlines()[-1])
+    types = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
+             float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING}
+    for name in ("dataset_recorder", "teleop_recorder"):
+        assert out[name]["settings"] == {**{s.name: s.default for s in specs(RecordingSettings)}, "episodes": 3}
+        described = out[name]["described"]
+        for spec in specs(RecordingSettings):
+            d = described[spec.name]
+            assert d["type"] == types[spec.kind] and d["read_only"] and d["description"] == spec.help, (name, d)
+            ranges = d["int"] + d["float"]
+            if spec.minimum is None:
+                assert ranges == [], (name, spec.name)
+            else:
+                assert len(ranges) == 1 and ranges[0][0] == spec.minimum and ranges[0][1] > 1e9, (name, spec.name)
+                assert d["int" if spec.kind is int else "float"] == ranges
+    assert "episode_time_s" in out["refused"] and "out of range" in out["refused"], out["refused"]
