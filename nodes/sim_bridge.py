@@ -15,6 +15,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header, String
 
+import sgvla.plugins  # noqa: F401  (registers the suites: the default plan's suite gives the defaults)
 from sgvla.core.state import object_aabbs
 from sgvla.eval.config import default_suite
 from sgvla.eval.suite import SuiteConfig
