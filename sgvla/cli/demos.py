@@ -1,6 +1,6 @@
-"""``sgvla demos generate``: scripted-expert demonstrations. ``--suite libero_spatial`` (default): LIBERO's HDF5
-layout (`sgvla.libero.demos`); ``--suite so101_twin``: a LeRobot dataset of the SO101 twin, with the features
-`sgvla record` writes on the arm (`sgvla.so101.twin.demos`), ready for ``lerobot-train``."""
+"""``sgvla demos generate``: scripted-expert demonstrations of a registered suite, in the suite's own format
+(`SuiteConfig.generate_demos`): ``--suite libero_spatial`` (default) LIBERO's HDF5 layout; ``--suite so101_twin`` a
+LeRobot dataset of the SO101 twin, with the features `sgvla record` writes on the arm, ready for ``lerobot-train``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ def _task_ids(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"task ids are comma-separated integers, got {text!r}") from exc
 
 
-SUITES = ("libero_spatial", "so101_twin")
 
 
 def _image_size(text: str) -> tuple[int, int]:
@@ -35,8 +34,9 @@ def add_parser(sub) -> None:
     demos_sub = p.add_subparsers(dest="demos_command", metavar="ACTION", required=True)
     g = demos_sub.add_parser("generate", help="record scripted-expert demos of LIBERO-Spatial or SO101-twin tasks "
                                               "(resumable)")
-    g.add_argument("--suite", default="libero_spatial", choices=SUITES,
-                   help="libero_spatial: LIBERO HDF5 files; so101_twin: one LeRobot dataset (as sgvla record writes)")
+    g.add_argument("--suite", default="libero_spatial",
+                   help="a registered suite that writes demos: libero_spatial (LIBERO HDF5 files), so101_twin (one "
+                        "LeRobot dataset, as sgvla record writes)")
     g.add_argument("--tasks", type=_task_ids, default=None,
                    help="comma-separated task ids (default: all of the suite's)")
     g.add_argument("--episodes", type=int, default=50, help="successful demos per task")
@@ -52,36 +52,33 @@ def add_parser(sub) -> None:
     g.set_defaults(func=run_generate)
 
 
+def _demo_suites() -> dict[str, type]:
+    """The registered suites that write demos."""
+    import sgvla.plugins  # noqa: F401  (registers the suites)
+    from sgvla.eval.suite import SuiteConfig
+
+    return {name: cls for name, cls in SuiteConfig.choices().items() if cls.demo_image_size is not None}
+
+
 def run_generate(args: argparse.Namespace) -> int:
-    if args.suite == "so101_twin":
-        return _generate_twin(args)
-    width, height = args.image_size or (128, 128)
-    if width != height or args.max_steps is not None:
-        print("sgvla demos generate: libero_spatial demos have square images (--image-size N) and the task's own "
-              "step limit (--max-steps is for so101_twin)", file=sys.stderr)
-        return 2
-    from sgvla.libero.demos import generate
-
-    tasks = list(range(10)) if args.tasks is None else args.tasks
-    paths = generate(tasks, args.episodes, Path(args.out), render_profile=args.profile, image_size=width,
-                     perturbation=args.perturbation, max_attempts=args.max_attempts)
-    for path in paths:
-        print(path)
-    return 0
-
-
-def _generate_twin(args: argparse.Namespace) -> int:
     import logging
 
-    from sgvla.so101.twin.demos import generate
-
+    suites = _demo_suites()
+    if args.suite not in suites:
+        print(f"sgvla demos generate: suite {args.suite!r} writes no demos; choose from {sorted(suites)}",
+              file=sys.stderr)
+        return 2
+    cls = suites[args.suite]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    tasks = list(range(5)) if args.tasks is None else args.tasks
     try:
-        root = generate(tasks, args.episodes, Path(args.out), image_size=args.image_size or (128, 96),
-                        perturbation=args.perturbation, max_attempts=args.max_attempts, max_steps=args.max_steps)
+        suite = cls(render_profile=args.profile) if "render_profile" in cls.__dataclass_fields__ else cls()
+        paths = suite.generate_demos(list(cls.tasks) if args.tasks is None else args.tasks, args.episodes,
+                                     Path(args.out), image_size=args.image_size or cls.demo_image_size,
+                                     perturbation=args.perturbation, max_attempts=args.max_attempts,
+                                     max_steps=args.max_steps)
     except (ValueError, RuntimeError) as exc:
         print(f"sgvla demos generate: {exc}", file=sys.stderr)
         return 2
-    print(root)
+    for path in paths:
+        print(path)
     return 0

@@ -9,6 +9,7 @@ package (``sgvla.libero.suite``, ``sgvla.so101.twin.suite``); ``sgvla.plugins`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from collections.abc import Callable, Mapping
@@ -97,6 +98,16 @@ class SuiteConfig(Choice, kind="suite"):
         """The pick-and-place controller scripted policies drive, where it needs no simulator handle (so a policy
         node can make it from topics); None otherwise."""
         return None
+
+    # Scripted-expert demonstrations (`sgvla demos generate`): the image size a suite's demos default to, or None
+    # for a suite that writes none.
+    demo_image_size: ClassVar[tuple[int, int] | None] = None
+
+    def generate_demos(self, tasks: list[int], episodes: int, out: Path, *, image_size: tuple[int, int],
+                       perturbation: str, max_attempts: int | None, max_steps: int | None) -> list[Path]:
+        """`episodes` successful scripted demos of each task into `out` (resumed where it stopped), in the suite's
+        own demo format; the paths written. ValueError for settings the suite's demos cannot take."""
+        raise NotImplementedError(f"the {self.type} suite writes no demos")
 
     def lerobot_env_config(self) -> Any:
         """LeRobot's env config for learned policies on this suite (their processors read it); None: none."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -82,6 +83,21 @@ class LiberoSpatialSuite(SuiteConfig):
         from sgvla.libero.expert import PickPlaceController
 
         return PickPlaceController
+
+    demo_image_size: ClassVar[tuple[int, int] | None] = (128, 128)
+
+    def generate_demos(self, tasks: list[int], episodes: int, out: Path, *, image_size: tuple[int, int],
+                       perturbation: str, max_attempts: int | None, max_steps: int | None) -> list[Path]:
+        """LIBERO's HDF5 layout, one ``<task>_demo.hdf5`` per task in `out` (or `out` itself for one task), rendered
+        with this suite's render profile."""
+        width, height = image_size
+        if width != height or max_steps is not None:
+            raise ValueError("libero_spatial demos have square images (--image-size N) and the task's own step "
+                             "limit (--max-steps is not theirs)")
+        from sgvla.libero.demos import generate
+
+        return generate(tasks, episodes, out, render_profile=self.render_profile, image_size=width,
+                        perturbation=perturbation, max_attempts=max_attempts)
 
     def lerobot_env_config(self) -> Any:
         from sgvla.policies.lerobot_vla import libero_env_config

@@ -59,6 +59,9 @@ def test_bad_demos_arguments_are_clear_errors(tmp_path):
     assert done.returncode == 2 and "unknown twin task id(s) [7]; valid: [0, 1, 2, 3, 4]" in done.log
     done = sgvla("demos", "generate", "--tasks", "0", "--image-size", "64x48", "--out", str(tmp_path / "y"))
     assert done.returncode == 2 and "square images" in done.log
+    done = sgvla("demos", "generate", "--suite", "so101_hardware", "--out", str(tmp_path / "z"))
+    assert done.returncode == 2 and "suite 'so101_hardware' writes no demos; choose from ['libero_spatial', " \
+                                    "'so101_twin']" in done.log
 
 
 def _observation(ds, index):

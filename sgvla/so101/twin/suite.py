@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,6 +70,17 @@ class So101TwinSuite(SuiteConfig):
         from sgvla.so101.twin.pick_place import controller_factory
 
         return controller_factory()
+
+    demo_image_size: ClassVar[tuple[int, int] | None] = (128, 96)
+
+    def generate_demos(self, tasks: list[int], episodes: int, out: Path, *, image_size: tuple[int, int],
+                       perturbation: str, max_attempts: int | None, max_steps: int | None) -> list[Path]:
+        """One LeRobot dataset at `out` with the features `sgvla record` writes on the arm (ready for
+        ``lerobot-train``)."""
+        from sgvla.so101.twin.demos import generate
+
+        return [generate(tasks, episodes, out, image_size=image_size, perturbation=perturbation,
+                         max_attempts=max_attempts, max_steps=max_steps)]
 
     def lerobot_env_config(self) -> Any:
         """Checkpoints on the SO101 load by the features of the data they were trained on (sgvla.so101.learned)."""
