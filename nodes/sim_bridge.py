@@ -38,11 +38,10 @@ class SimBridge(ResourceNode):
         self.declare_parameter("render_images", False)  # true: render even when the request does not ask
         self.declare_parameter("cameras", list(default_suite().rendered()))  # camera topics created up front
         self.declare_parameter("frame_id", "world")
-        self.declare_parameter("preload", ["sgvla.libero.env"])  # modules imported now, not at the first reset
+        self.declare_parameter("preload", list(default_suite().backend_modules) or [""])  # modules imported now, not at the first reset
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         import importlib
 
-        import sgvla.plugins  # noqa: F401  (registers the suites)
         for module in param("preload"):
             if module:
                 importlib.import_module(module)

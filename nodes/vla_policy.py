@@ -70,7 +70,7 @@ class VLAPolicy(ResourceNode):
     def __init__(self, **kwargs):
         super().__init__("vla_policy", **kwargs)
         self.declare_parameter("lockstep", True)
-        self.declare_parameter("preload", ["sgvla.libero.expert"])  # modules imported now, not at the first step
+        self.declare_parameter("preload", list(default_suite().policy_modules) or [""])  # modules imported now, not at the first step
         self.declare_parameter("cameras", list(default_suite().rendered()))  # image topics a learned policy reads
         self.declare_parameter("reset_timeout_s", 900.0)  # a reset may build a simulator
         self.declare_parameter("step_timeout_s", 120.0)  # no input of the current step for this long: infra failure

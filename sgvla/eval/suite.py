@@ -29,6 +29,10 @@ class SuiteConfig(Choice, kind="suite"):
     ontology: ClassVar[str] = ""
     views: ClassVar[tuple[str, ...]] = ()  # cameras a plan may take the graph of; the first is a plan's default view
     default_perturbations: ClassVar[str] = "none"  # the perturbation set a plan that names none runs
+    # Modules a node graph imports at start, in parallel, rather than at the first episode: its backend's
+    # (sim_bridge) and its policies' (vla_policy: the scripted controller).
+    backend_modules: ClassVar[tuple[str, ...]] = ()
+    policy_modules: ClassVar[tuple[str, ...]] = ()
     cameras: ClassVar[tuple[str, ...]] = ()  # cameras its backend renders unless a perturbation says otherwise; ()
     # means all its views. The node graph creates their topics and subscribes a learned policy to them.
     learned_policies: ClassVar[bool] = True  # whether LeRobot checkpoints can act on it

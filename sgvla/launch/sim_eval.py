@@ -1,8 +1,8 @@
 """`sim_eval`: the evaluation of `sgvla eval` over topics on a simulated suite (LIBERO, the SO101 twin):
 sim_bridge, scene_graph, vla_policy and the evaluator (bag_recorder with record=FOLDER).
 
-The plan's suite says what the nodes see: its cameras (topics made at start; a learned policy reads them all) and
-the ontology its objects are named in.
+The plan's suite says what the nodes see: its cameras (topics made at start; a learned policy reads them all), the
+ontology its objects are named in, and the modules its nodes import at start.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import sgvla.plugins  # noqa: F401  (the registered suites: a plan's suite sets its nodes' cameras and ontology)
+from sgvla.eval.config import default_suite
 from sgvla.eval.suite import SuiteConfig
 from sgvla.launch.registry import Argument, NodeSpec, Plan, register_launch
 from sgvla.launch.topics import NODE_ROLES, TOPICS, subscriber_counts
@@ -43,7 +44,8 @@ def plan_data(eval_config: Path) -> dict:
 def plan_suite(eval_config: Path) -> str:
     """The suite type an eval YAML names (libero_spatial when it names none), read without loading the plan."""
     suite = plan_data(eval_config).get("suite") or {}
-    return str(suite.get("type", "libero_spatial")) if isinstance(suite, dict) else str(suite)
+    default = default_suite().type
+    return str(suite.get("type", default)) if isinstance(suite, dict) else str(suite or default)
 
 
 def suite_cameras(eval_config: str = DEFAULT_PLAN) -> tuple[str, ...]:
@@ -62,10 +64,11 @@ def sim_eval(a: dict[str, Any]) -> Plan:
     cameras = suite.rendered()  # each node gets a list of its own: no YAML aliases in the parameter file
     nodes = [
         NodeSpec("sim_bridge", "sim_bridge", {"lockstep": lockstep, "render_images": render,
-                                              "cameras": list(cameras)}),
+                                              "cameras": list(cameras), "preload": list(suite.backend_modules) or [""]}),
         NodeSpec("scene_graph", "scene_graph", {"overlay": render, "ontology": suite.ontology,
                                                 "cameras": list(cameras)}),
-        NodeSpec("vla_policy", "vla_policy", {"lockstep": lockstep, "cameras": list(cameras)}),
+        NodeSpec("vla_policy", "vla_policy", {"lockstep": lockstep, "cameras": list(cameras),
+                                              "preload": list(suite.policy_modules) or [""]}),
     ]
     if record:
         nodes.append(NodeSpec("bag_recorder", "bag_recorder", {"output": str(Path(record).expanduser().absolute())}))

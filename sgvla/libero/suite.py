@@ -34,6 +34,8 @@ class LiberoSpatialSuite(SuiteConfig):
     views: ClassVar[tuple[str, ...]] = CAMERAS  # graphs project into any scene camera of LIBERO
     cameras: ClassVar[tuple[str, ...]] = DEFAULT_CAMERAS
     default_perturbations: ClassVar[str] = "table7"  # the paper's perturbation set of LIBERO-Spatial
+    backend_modules: ClassVar[tuple[str, ...]] = ("sgvla.libero.env",)
+    policy_modules: ClassVar[tuple[str, ...]] = ("sgvla.libero.expert",)
 
     def __post_init__(self) -> None:
         low, high = IMAGE_SIZES

@@ -123,7 +123,14 @@ def test_launch_file_describes_its_plan(launch):
 def test_arguments_reach_the_nodes():
     plan = launch_plan("sim_eval", {"stepping": "free_running", "eval_overrides": "tasks=[0]", "record": "b"})
     assert plan.node("sim_bridge").parameters == {"lockstep": False, "render_images": True,
-                                                  "cameras": ["agentview", "robot0_eye_in_hand"]}
+                                                  "cameras": ["agentview", "robot0_eye_in_hand"],
+                                                  "preload": ["sgvla.libero.env"]}
+    # The plan's suite sets what the nodes see and load: the twin's cameras, ontology and modules.
+    twin = launch_plan("so101_eval", {"sim": "true"})
+    assert twin.node("sim_bridge").parameters["cameras"] == ["agentview", "wrist"]
+    assert twin.node("sim_bridge").parameters["preload"] == ["sgvla.so101.twin.backend"]
+    assert twin.node("vla_policy").parameters["preload"] == ["sgvla.so101.twin.pick_place"]
+    assert twin.node("scene_graph").parameters["ontology"] == "so101_tabletop"
     assert plan.node("vla_policy").parameters["lockstep"] is False
     assert plan.node("scene_graph").parameters["overlay"] is True
     assert plan.node("bag_recorder").parameters["output"].endswith("/b")

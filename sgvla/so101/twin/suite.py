@@ -34,6 +34,8 @@ class So101TwinSuite(SuiteConfig):
     tasks: ClassVar[tuple[int, ...]] = tuple(range(5))
     ontology: ClassVar[str] = "so101_tabletop"
     views: ClassVar[tuple[str, ...]] = (AGENTVIEW, WRIST)
+    backend_modules: ClassVar[tuple[str, ...]] = ("sgvla.so101.twin.backend",)
+    policy_modules: ClassVar[tuple[str, ...]] = ("sgvla.so101.twin.pick_place",)
     learned_policies: ClassVar[bool] = True  # LeRobot checkpoints trained on SO101 data (sgvla.so101.learned)
 
     def __post_init__(self) -> None:
