@@ -1,5 +1,6 @@
-"""A context mode and a graph source are one class each plus their registration: registered here, named in a plan,
-checked when the plan loads, and run through a real episode (the SO101 twin, in process)."""
+"""A context mode, a graph source and a suite are one class each plus their registration: registered here, named in
+a plan, checked when the plan loads, and run through a real episode (the SO101 twin, in process); the launch of a
+plan on a new suite gives its nodes the suite's cameras, ontology and modules."""
 
 from dataclasses import dataclass
 from typing import ClassVar
@@ -12,7 +13,10 @@ from sgvla.core.context import ContextMode
 from sgvla.core.graph_source import GraphSourceConfig, GroundTruthSource
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.runner import Worker, plan
+from sgvla.eval.suite import SuiteConfig
+from sgvla.launch.plan import launch_plan
 from sgvla.scene_graph import Graph, ViewGraph
+from sgvla.so101.twin.suite import So101TwinSuite
 
 pytestmark = pytest.mark.sim
 
@@ -86,3 +90,41 @@ def test_options_of_a_registered_choice_are_checked(registered, tmp_path):
     with pytest.raises(ConfigError, match=r"graph_source\(everyone_left_of\): unknown key\(s\) colour; valid keys: "
                                           "marker"):
         plan_of(tmp_path, graph_source={"type": "everyone_left_of", "colour": "red"})
+
+
+@dataclass
+class TwinTopCamera(So101TwinSuite):
+    """A new simulated suite as a user adds one: a class and its registration. Two of the twin's tasks, its agent
+    view only, no perturbation set of its own."""
+
+    tasks: ClassVar[tuple[int, ...]] = (0, 1)
+    views: ClassVar[tuple[str, ...]] = ("agentview",)
+
+
+@pytest.fixture
+def new_suite():
+    SuiteConfig.register("twin_top_camera")(TwinTopCamera)
+    yield
+    SuiteConfig.unregister("twin_top_camera")
+
+
+def test_a_new_suite_is_one_class_the_plan_and_the_launch_follow(new_suite, tmp_path):
+    """Nothing else names it: a plan that names only the suite gets its tasks, perturbation set and view; an episode
+    runs; the launch gives the node graph its cameras, ontology and modules."""
+    cfg = from_mapping(EvalConfig, {"suite": {"type": "twin_top_camera", "image_size": 64}, "policies": ["expert"],
+                                    "modes": ["scene_graph"], "episodes": 1, "max_steps": 3,
+                                    "output_dir": str(tmp_path)})
+    assert (cfg.tasks, cfg.perturbations, cfg.view) == ([0, 1], "none", "agentview")
+    worker = Worker(cfg)
+    try:
+        record = worker.run(plan(cfg)[0])
+    finally:
+        worker.close_backend()
+    assert record["steps"] == 3 and "View: agentview" in record["prompt"] and record["triplets_in_prompt"] > 0
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text("suite: {type: twin_top_camera}\npolicies: [expert]\n")
+    nodes = launch_plan("sim_eval", {"eval_config": str(plan_file)})
+    assert nodes.node("sim_bridge").parameters["cameras"] == ["agentview"]
+    assert nodes.node("vla_policy").parameters["cameras"] == ["agentview"]
+    assert nodes.node("scene_graph").parameters["ontology"] == "so101_tabletop"
+    assert nodes.node("sim_bridge").parameters["preload"] == ["sgvla.so101.twin.backend"]
