@@ -47,7 +47,6 @@ class ArmPolicy(ResourceNode):
         # parameter table (tests/hardware/test_arm_protocol.py checks they agree)
         self.declare_parameter("cameras", list(CAMERAS))
         self.declare_parameter("image_timeout_s", 1.0)  # a camera image older than this: infrastructure failure
-        self.declare_parameter("verdict_window_s", 3.0)  # a later verdict within this long replaces the first
         self.declare_parameter("rollouts", "")  # LeRobot dataset folder of the episodes' rollouts; empty: none
         self.declare_parameter("rollout_repo_id", "local/so101_eval_rollouts")
         self.declare_parameter("min_inference_s", 0.0)  # learned policies: pad each chunk's inference to this long
@@ -57,7 +56,7 @@ class ArmPolicy(ResourceNode):
             load_hardware_config(param("config")), param("cameras"),
             markers=load_marker_config(resolve_data_path(param("markers"))),
             joint_timeout_s=float(param("joint_timeout_s")), perception_timeout_s=float(param("perception_timeout_s")),
-            image_timeout_s=float(param("image_timeout_s")), verdict_window_s=float(param("verdict_window_s")),
+            image_timeout_s=float(param("image_timeout_s")),
             rollouts=param("rollouts"), rollout_repo_id=param("rollout_repo_id"),
             learned={"min_inference_s": float(param("min_inference_s")), "refill_at": float(param("refill_at"))})
         self.command_pub = self.create_publisher(JointState, "joint_commands", QOS["commands"])

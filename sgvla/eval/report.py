@@ -155,6 +155,18 @@ def infra_note(outstanding: Iterable[dict]) -> str:
             "Rerun `sgvla eval` with the same plan to retry them.")
 
 
+def early_verdict_note(records: Iterable[dict]) -> str:
+    """A line on the arm's episodes that a verdict stopped within their first second (`early_verdict`): counted in
+    the table, but most likely a verdict meant for another episode ("" when there are none)."""
+    early = [r for r in records if r.get("early_verdict")]
+    if not early:
+        return ""
+    which = ", ".join(f"task {r['task_id']} seed {r['seed']} {short(r['mode'])}" for r in early[:5])
+    return (f"Check: {len(early)} episode(s) were stopped by a verdict within their first second ({which}"
+            f"{', ...' if len(early) > 5 else ''}; `early_verdict` in episodes.jsonl): if a verdict was not meant "
+            "for its episode, delete that line and rerun the plan to run the episode again.")
+
+
 def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
                    plan: SequentialPlan | None = None) -> str:
     records = list(records)
@@ -182,9 +194,9 @@ def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
     lines.append("Success in % (successes/episodes); Δ: paired difference to std over matched seeds, "
                  "p: exact McNemar test. 95% Wilson intervals in the CSV.")
     lines.append(_sequential_note(plan))
-    note = infra_note(outstanding)
-    if note:
-        lines += ["", note]
+    for note in (infra_note(outstanding), early_verdict_note(records)):
+        if note:
+            lines += ["", note]
     return "\n".join(lines)
 
 

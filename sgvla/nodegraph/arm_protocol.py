@@ -21,7 +21,7 @@ Verdicts belong to one episode, and every verdict is answered on `eval/operator`
   (while the arm homes, before or after the scene card, while `start` is awaited, between episodes) is refused
   ("arrived before episode N started ... ignored") and never applied to a later episode;
 - the first verdict of an episode is accepted (a verdict while the episode runs also stops it). Within
-  ``verdict_window_s`` of it (a node parameter, default 3 s) a later verdict replaces it: the operator who sends
+  ``verdict_window_s`` of it (the plan's suite option, default 3 s) a later verdict replaces it: the operator who sends
   the wrong word corrects it at once. The last one within the window stands, and the record is written only once
   the window has passed;
 - a verdict after the window, while the record is being written, is refused naming the verdict that stands and
@@ -30,7 +30,9 @@ Verdicts belong to one episode, and every verdict is answered on `eval/operator`
 The record keeps them all: ``verdict_history`` lists each verdict given while the episode's verdicts were open or
 being recorded (outcome, note, source, seconds after the first, and ``stands``, ``replaced`` or ``refused``); the
 record's verdict is the one that stands (``verdict_wait_s``: until the first verdict). With ``verdict_window_s: 0``
-the first verdict stands and every later one is refused with a message.
+the first verdict stands and every later one is refused with a message. An episode a verdict stopped within its
+first ``EARLY_VERDICT_S`` is flagged ``early_verdict`` (a verdict meant for another episode, most likely; the report
+counts them).
 
 Perception (the suite's ``perception: true``, `sgvla launch so101_eval perception=true`): the live graph of graph
 modes is the newest ``scene_graph/<view>`` of source fiducial (boxes from ``perception/objects``), and policies that
@@ -109,6 +111,7 @@ from sgvla.so101.perception.live import perceived_scene
 from sgvla.so101.perception.poses import ObjectPose
 
 VIEWS = CAMERAS  # the so101_hardware suite's views: the fiducial graphs the node subscribes
+EARLY_VERDICT_S = 1.0  # an episode a verdict stops sooner than this after it started is flagged early_verdict
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,6 @@ class ArmSettings:
     joint_timeout_s: float = 5.0
     perception_timeout_s: float = 1.0
     image_timeout_s: float = 1.0
-    verdict_window_s: float = 3.0
     rollouts: str = ""  # LeRobot dataset folder of the rollouts; empty: none
     rollout_repo_id: str = "local/so101_eval_rollouts"
     learned: Mapping[str, float] = field(default_factory=dict)  # min_inference_s, refill_at (LeRobot env config)
@@ -305,7 +307,7 @@ class ArmProtocol:
         self.images: dict[str, tuple[float, Any]] = {}  # camera -> (arrival time, the newest image)
         self.pixels: dict[str, tuple[Any, np.ndarray]] = {}  # camera -> (that image, its array)
         self.confirms: deque[str] = deque()
-        self.verdicts = OperatorVerdicts(ports.say, settings.verdict_window_s, clock)
+        self.verdicts = OperatorVerdicts(ports.say, 0.0, clock)  # each episode's window: its suite's
         self.busy = False
         self.or_keys = ""  # " (or type it here)" when the node reads the keyboard
         for camera in settings.record_cameras:
@@ -476,6 +478,7 @@ class ArmProtocol:
             await sleep(0.05)
         timings["confirm_wait"] = self.clock() - t
 
+        self.verdicts.window_s = suite.verdict_window_s
         self.verdicts.open()
         say(f"running episode {goal.episode} (stop: publish stop on eval/confirm{self.or_keys})")
         max_steps = int(goal.max_steps) or suite.max_steps
@@ -484,7 +487,7 @@ class ArmProtocol:
                          view=goal.view, max_steps=max_steps, info=info)
         self.ports.publish_task(prompt)
         t = self.clock()
-        stopped_by = "time limit"
+        stopped_by, early = "time limit", False
         scene = (lambda: self.perceived(prompt)) if reads_scene else (lambda: None)  # noqa: E731
         if self.rollouts is not None:
             self.rollouts.begin(prompt)
@@ -509,6 +512,7 @@ class ArmProtocol:
             operator_stop = "stop" in self.confirms or self.verdicts.given
             if operator_stop:
                 stopped_by = "operator"
+                early = self.verdicts.given and "stop" not in self.confirms and self.clock() - t < EARLY_VERDICT_S
             engine.observe(False, operator_stop)
         timings["run"] = self.clock() - t
 
@@ -522,7 +526,8 @@ class ArmProtocol:
             await sleep(min(left, 0.05))
         verdict, history = self.verdicts.close()
         record = engine.record(perturbation_applied=perturbation, home_start_error_deg=round(start_error, 3),
-                               **verdict_facts(verdict, stopped_by, error, timings), verdict_history=history)
+                               **verdict_facts(verdict, stopped_by, error, timings), verdict_history=history,
+                               early_verdict=early)
         record.success = verdict.success
         note = f": {verdict.note}" if verdict.note else ""
         record.failure_reason = "" if verdict.success else f"operator verdict {verdict.outcome}{note}"

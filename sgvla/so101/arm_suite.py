@@ -50,6 +50,9 @@ class So101HardwareSuite(SuiteConfig):
     home_step_deg: float = 2.0  # the largest goal change per control tick while homing (bounded speed)
     home_tolerance_deg: float = 3.0  # homed when every joint is this close
     home_timeout_s: float = 30.0  # not homed by then: the episode is an infrastructure failure
+    # A later verdict within this long of an episode's first replaces it (the operator corrects a wrong word at
+    # once); 0: the first verdict stands and later ones are refused.
+    verdict_window_s: float = 3.0
     # fiducial_graphs runs (so101_eval perception=true): graph modes and policies that read object positions can run
     perception: bool = False
 
@@ -70,6 +73,8 @@ class So101HardwareSuite(SuiteConfig):
             low, high = DEFAULT_LIMITS[joint]
             if not (math.isfinite(value) and low <= value <= high):
                 raise ValueError(f"home.{joint}={value} is outside the joint's limits [{low:.1f}, {high:.1f}]")
+        if not (math.isfinite(self.verdict_window_s) and self.verdict_window_s >= 0):
+            raise ValueError(f"verdict_window_s must be >= 0, got {self.verdict_window_s}")
         for name in ("episode_time_s", "control_rate_hz", "home_step_deg", "home_tolerance_deg", "home_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -92,3 +92,14 @@ def test_report_pairs_by_seed_and_pools_tasks():
     plan = SequentialPlan(alpha=0.05, seeds=3, tasks=2)
     assert "| +83.3 (p=0.062) | not decided |" in markdown_table(records, plan=plan)
     assert {r["sequential"] for r in csv_rows(records, plan=plan) if r["mode"] == "scene_graph"} == {"inconclusive"}
+
+
+def test_the_report_asks_to_check_episodes_a_verdict_stopped_at_once():
+    from sgvla.eval.report import markdown_table
+
+    records = [{"policy": "hold", "task_id": 0, "perturbation": "none", "mode": "standard", "seed": s, "success": True,
+                "early_verdict": s == 1} for s in range(3)]
+    table = markdown_table(records)
+    assert ("Check: 1 episode(s) were stopped by a verdict within their first second (task 0 seed 1 std; "
+            "`early_verdict` in episodes.jsonl)") in table
+    assert "Check:" not in markdown_table(records[:1])

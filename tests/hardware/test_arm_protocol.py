@@ -27,6 +27,7 @@ class FakeArm:
     eval/operator with (topic, text) messages that arrive at the protocol's next wait."""
 
     def __init__(self, script, start: dict[str, float], window_s: float = 3.0):
+        self.window_s = window_s  # the suite's verdict_window_s
         self.now = 100.0
         self.position = dict(start)
         self.said: list[tuple[float, str]] = []
@@ -34,7 +35,7 @@ class FakeArm:
         self.script, self.inbox = script, []
         self.timed: list[tuple[float, str, str]] = []  # (when, topic, text): sent at that time
         ports = ArmPorts(command=self.command, say=self.say, publish_task=lambda prompt: None, sleep=self.sleep)
-        self.protocol = ArmProtocol(ArmSettings(safety=SafetyConfig(), markers=None, verdict_window_s=window_s),
+        self.protocol = ArmProtocol(ArmSettings(safety=SafetyConfig(), markers=None),
                                     ports, clock=lambda: self.now)
         self.publish_joints()
 
@@ -64,7 +65,7 @@ class FakeArm:
 
     def run(self, episode=0):
         goal = ArmGoal(EpisodeKey("hold", 0, "none", "standard", 0), episode, 0, "agentview", "so101_hardware",
-                       SUITE, "hold", {})
+                       SUITE | {"verdict_window_s": self.window_s}, "hold", {})
         return asyncio.run(self.protocol.run(goal))
 
     def lines(self, word=""):
@@ -113,6 +114,7 @@ def test_verdicts_after_the_first_replace_it_within_the_window_and_each_is_answe
         "replaced the verdict of episode 0: 'invalid: bowl was moved' stands, 'failure: missed' is replaced"]
     assert (record.extra["verdict"], record.extra["verdict_source"]) == ("invalid", "keyboard")
     assert record.infra_failure == "the operator marked the episode invalid: bowl was moved"
+    assert record.extra["stopped_by"] == "time limit" and record.extra["early_verdict"] is False
     assert [(v["verdict"], v["source"], v["status"]) for v in record.extra["verdict_history"]] == [
         ("success", "topic", "replaced"), ("failure", "topic", "replaced"), ("invalid", "keyboard", "stands")]
     # The record waited for the window: written no sooner than 2 s after the first verdict.
@@ -134,6 +136,7 @@ def test_a_verdict_while_running_stops_the_episode_and_a_correction_replaces_it(
     arm = FakeArm(operator, start=HOME)
     record = arm.run()
     assert record.extra["stopped_by"] == "operator" and 2 <= record.steps <= 4
+    assert record.extra["early_verdict"] is True  # stopped by a verdict 0.25 s in: flagged
     assert (record.extra["verdict"], record.success) == ("failure", False)
     assert [v["status"] for v in record.extra["verdict_history"]] == ["replaced", "stands"]
     assert arm.lines("replaced") == [
