@@ -119,7 +119,8 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}")
+        valid = f"valid keys: {', '.join(sorted(fields))}" if fields else "it takes no options"
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; {valid}")
     missing = [k for k, f in fields.items() if k not in data
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:

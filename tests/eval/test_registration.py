@@ -128,3 +128,9 @@ def test_a_new_suite_is_one_class_the_plan_and_the_launch_follow(new_suite, tmp_
     assert nodes.node("vla_policy").parameters["cameras"] == ["agentview"]
     assert nodes.node("scene_graph").parameters["ontology"] == "so101_tabletop"
     assert nodes.node("sim_bridge").parameters["preload"] == ["sgvla.so101.twin.backend"]
+
+
+def test_an_option_of_a_choice_that_takes_none_says_so(tmp_path):
+    with pytest.raises(ConfigError, match=r"graph_source\(ground_truth\): unknown key\(s\) rate_hz; it takes no "
+                                          r"options$"):
+        plan_of(tmp_path, graph_source={"type": "ground_truth", "rate_hz": 2}, modes=["standard"])
