@@ -1,9 +1,14 @@
 """``sgvla vlm-bench``: VLM scene graphs of sampled frames scored against ground truth (`sgvla.vlm.bench`).
 
-Outputs under ``--out``: ``answers/<model>__<prompt>__<constraint>.jsonl`` (raw answers, the cache), ``main.md``
-(per model: agentview and eye_in_hand mean per-task F1), ``diagnostics``, ``per_relation``, ``per_object_recall``
-and ``per_task`` tables (.md and .csv), ``scores.json``, plots, ``examples/`` (ground truth vs prediction) and
-``timing.json``. Rerunning asks the models only about frames without an answer.
+Outputs under ``--out``: ``answers/<model>__<prompt>__<constraint>__<settings hash>.jsonl`` (raw answers, the
+cache; ``.settings.json`` beside it holds the model, its revision, the generation settings and the prompt that made
+them), ``main.md`` (per model: agentview and eye_in_hand mean per-task F1), ``diagnostics``, ``dropped_by_reason``,
+``per_relation``, ``per_object_recall`` and ``per_task`` tables (.md and .csv), ``scores.json``, plots,
+``examples/`` (ground truth vs prediction) and ``timing.json``. Rerunning with the same settings asks the models
+only about frames without an answer; other settings (another model=..., max_new_tokens=...) get their own cache.
+
+A frame whose query failed (server down, model not loadable, timeout) is not scored: it is counted as failed, and
+the command exits 1 with the first cause; a rerun asks about it again.
 """
 
 from __future__ import annotations
@@ -88,12 +93,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"sgvla vlm-bench: {e}", file=sys.stderr)
         return 2
     results = bench.run(configs)
+    for note in bench.notes:
+        print(note)
     print((bench.out / "main.md").read_text(), end="")
     by_name = {c.name: c for c in configs}
     for r in results:
         failed = sum(r.errors.values())
         if failed:
-            print(f"{r.model}: {failed} frame(s) failed and were scored as empty graphs; rerun to retry them")
+            print(f"{r.model}: {failed} of {sum(r.sampled.values())} frame(s) have no answer and are not scored "
+                  f"(their queries failed: an infrastructure failure, not the model's answer); first cause: "
+                  f"{r.failure}")
         rejected, partly = sum(r.rejected.values()), sum(r.partly_rejected.values())
         if rejected:
             print(f"{r.model}: {rejected} answer entr{'y' if rejected == 1 else 'ies'} in {partly} answer(s) were no "
@@ -105,4 +114,26 @@ def run(args: argparse.Namespace) -> int:
                   f"{by_name[r.model].max_new_tokens}); their complete triplets were scored (`truncated` in the "
                   "records and the diagnostics table)")
     print(f"wrote {bench.out}")
+    failed = [r for r in results if sum(r.errors.values())]
+    if failed:
+        first = failed[0]
+        n = sum(sum(r.errors.values()) for r in failed)
+        print(f"sgvla vlm-bench: {n} frame(s) got no answer (their queries failed), so the scores of "
+              f"{', '.join(r.model for r in failed)} leave frames out; first cause ({first.model}): "
+              f"{first.failure.rstrip('.')}. "
+              f"{what_to_do(by_name[first.model], first.failure)} Rerun the same command then: answered frames are "
+              "kept, the failed ones are asked again.", file=sys.stderr)
+        return 1
     return 0
+
+
+def what_to_do(config, cause: str) -> str:
+    """The next step for a client whose queries failed."""
+    if config.type == "openai":
+        return (f"Start the server at {config.base_url} (vLLM: `vllm serve {config.model} --host 127.0.0.1`; a "
+                "local model: `sgvla vlm-serve MODEL_DIR`), or pass the client's base_url=URL; for timeouts, "
+                "timeout_s=SECONDS.")
+    if cause.startswith("cannot load"):
+        return (f"Pass model=DIR (a local copy of {config.model}'s weights), or serve the model with `sgvla vlm-serve "
+                "MODEL_DIR` and use an openai client (e.g. --client vllm_local).")
+    return "For out-of-memory failures, pass batch_size=1, a smaller max_new_tokens or device=cpu."

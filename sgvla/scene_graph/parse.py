@@ -39,6 +39,10 @@ AMBIGUOUS_OBJECT = "ambiguous object"
 UNKNOWN_RELATION = "unknown relation"
 SAME_OBJECT = "subject equals object"
 AMBIGUOUS_LINE = "several readings"
+TRUNCATED = "cut at the token limit"  # the entry a cut answer broke off (see ParseResult.dropped_by_reason)
+# Every reason an entry is dropped for, in the order tables show them.
+DROP_REASONS = (UNKNOWN_OBJECT, AMBIGUOUS_OBJECT, UNKNOWN_RELATION, SAME_OBJECT, NOT_A_TRIPLET, AMBIGUOUS_LINE,
+                TRUNCATED)
 
 _SYNONYMS = {
     "is_left_of": ("left of", "to the left of", "to left of", "on the left of", "on left of", "left"),
@@ -82,9 +86,22 @@ class ParseResult:
     n_lines: int
     cut: bool = False  # a JSON answer ended inside a value; its complete elements were kept
     empty: bool = False  # the answer is JSON stating an empty graph
+    last_rejected: bool = False  # the last examined entry was rejected
 
     def reason_counts(self) -> dict[str, int]:
         return dict(Counter(reason for _, reason in self.rejected))
+
+    def dropped_by_reason(self, truncated: bool = False) -> dict[str, int]:
+        """Entries of the answer that gave no triplet, by reason (keys of `DROP_REASONS`). With `truncated` (the
+        answer was cut at the token limit) the entry the cut broke counts as `TRUNCATED`: a JSON answer's partial
+        element (closed away, so it is no examined entry), or a text answer's last entry when it was rejected."""
+        counts = Counter(reason for _, reason in self.rejected)
+        if truncated and self.cut:
+            counts[TRUNCATED] += 1
+        elif truncated and self.last_rejected:
+            counts[self.rejected[-1].reason] -= 1
+            counts[TRUNCATED] += 1
+        return {reason: n for reason, n in counts.items() if n}
 
 
 def _relation_key(words: list[str]) -> str:
@@ -116,12 +133,15 @@ class _Parser:
         self.triplets: list[Triplet] = []
         self.rejected: list[Rejection] = []
         self.entries = 0
+        self.last_rejected = False
 
     def result(self, cut: bool = False, empty: bool = False) -> ParseResult:
-        return ParseResult(Graph(tuple(self.triplets)), tuple(self.rejected), self.entries, cut, empty)
+        return ParseResult(Graph(tuple(self.triplets)), tuple(self.rejected), self.entries, cut, empty,
+                           self.last_rejected)
 
     def _accept(self, entry: str, triplet: Triplet | None, reason: str) -> None:
         self.entries += 1
+        self.last_rejected = triplet is None
         if triplet is None:
             self.rejected.append(Rejection(entry, reason))
         else:

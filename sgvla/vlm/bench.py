@@ -1,10 +1,15 @@
 """The VLM benchmark of ``sgvla vlm-bench``: sample frames, query VLMs (cached, resumable), score, write the
 paper's tables.
 
-Outputs under ``out``: ``answers/<model>__<prompt>__<constraint>.jsonl`` (raw answers, the
-cache), ``main.md`` (per model: agentview and eye_in_hand mean per-task F1), ``diagnostics``,
-``per_relation``, ``per_object_recall`` and ``per_task`` tables (.md and .csv), ``scores.json``,
-plots, ``examples/`` (ground truth vs prediction) and ``timing.json``.
+Outputs under ``out``: ``answers/<model>__<prompt>__<constraint>__<settings hash>.jsonl`` (raw answers, the
+cache, with the settings that made them in ``.settings.json``: see `sgvla.vlm.cache`), ``main.md`` (per model:
+agentview and eye_in_hand mean per-task F1), ``diagnostics``, ``dropped_by_reason``, ``per_relation``,
+``per_object_recall`` and ``per_task`` tables (.md and .csv), ``scores.json``, plots, ``examples/`` (ground truth
+vs prediction) and ``timing.json``.
+
+A frame whose query failed (the server was down, the model did not load, a timeout: no answer) is an infrastructure
+failure, not an empty graph: it is left out of the scores, counted per model and view (`failed`) with the first
+cause, and asked again by the next run. An answer that holds no triplet is the model's and scores as an empty graph.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +27,7 @@ from sgvla.scene_graph.metrics import aggregate, score_frame
 from sgvla.scene_graph.ontology import Ontology
 from sgvla.scene_graph.parse import parse_triplets
 from sgvla.scene_graph.triplet import Graph
-from sgvla.vlm.cache import AnswerCache
+from sgvla.vlm.cache import AnswerCache, answer_settings, setting_differences, settings_key, settings_path
 from sgvla.vlm.client import GraphAnswer, GraphQuery
 from sgvla.vlm.config import ClientConfig, load_client_config, make_vlm
 from sgvla.vlm.frames import FrameRef, FrameSource, LeRobotSource, LiberoFile, Sampling, TaskTable
@@ -73,8 +78,45 @@ def open_sources(paths: Sequence[str | Path], ontology: Ontology, task_ids: dict
     return sources
 
 
-def answers_path(out: Path, config: ClientConfig, prompt: PromptTemplate) -> Path:
-    return out / "answers" / f"{slug(config.name)}__{prompt.label}__{config.constraint}.jsonl"
+def answers_path(out: Path, config: ClientConfig, prompt: PromptTemplate, settings: dict | None = None) -> Path:
+    """The cache of `config`'s answers to `prompt`: named by the hash of everything that changes an answer."""
+    key = settings_key(settings if settings is not None else answer_settings(config, prompt))
+    return out / "answers" / f"{slug(config.name)}__{prompt.label}__{config.constraint}__{key}.jsonl"
+
+
+def other_caches(path: Path, settings: dict, name: str) -> list[str]:
+    """A line for each cache of the same client name in `path`'s folder made with other settings (not reused)."""
+    notes = []
+    for other in sorted(path.parent.glob(f"{slug(name)}__*.jsonl")):
+        if other == path:
+            continue
+        stored = settings_path(other)
+        if stored.is_file():
+            diffs = setting_differences(json.loads(stored.read_text()), json.loads(json.dumps(settings, default=str)))
+            why = "; ".join(diffs) if diffs else "same settings"
+        else:
+            why = "written before settings were stored with answers"
+        notes.append(f"{name}: the answers in answers/{other.name} were made with other settings and are not "
+                     f"reused ({why})")
+    return notes
+
+
+class ClientUnavailable(RuntimeError):
+    """A client that could not be built or loaded (a model not found, no network for a hub id, a missing library):
+    nothing was asked. `cause` is one paragraph."""
+
+    def __init__(self, config: ClientConfig, cause: str) -> None:
+        self.config, self.cause = config, cause
+        super().__init__(f"cannot load VLM client {config.name!r} (type {config.type}, model {config.model}): "
+                         f"{cause}")
+
+
+def _paragraph(exc: BaseException, limit: int = 600) -> str:
+    """An exception as one paragraph: its type and message, whitespace folded, at most `limit` characters."""
+    if isinstance(exc, RuntimeError) and exc.__cause__ is not None:  # a backend's wrapper ("cannot load VLM ...")
+        exc = exc.__cause__
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def query_missing(frames: list[FrameRef], sources: dict[str, FrameSource], config: ClientConfig,
@@ -87,7 +129,10 @@ def query_missing(frames: list[FrameRef], sources: dict[str, FrameSource], confi
     if not todo:
         return 0
     start = time.perf_counter()
-    vlm = make_vlm(config, prompt, ontology)
+    try:
+        vlm = make_vlm(config, prompt, ontology)
+    except Exception as exc:  # whatever loading raises (OSError, ImportError, a hub error) is one message
+        raise ClientUnavailable(config, _paragraph(exc)) from exc
     timer.add("model_load", start)
     try:
         with tqdm(total=len(todo), desc=config.name, unit="frame", disable=not progress) as bar:
@@ -110,10 +155,12 @@ def query_missing(frames: list[FrameRef], sources: dict[str, FrameSource], confi
 
 
 def frame_record(frame: FrameRef, answer: GraphAnswer, ontology: Ontology) -> dict:
-    """A graph record (the shape ROS nodes replay) plus the frame's identity and the raw answer."""
+    """A graph record (the shape ROS nodes replay) plus the frame's identity, the raw answer and what parsing kept
+    (`entries` examined, the `triplets`) and dropped (`dropped_by_reason`)."""
     return {"key": frame.key, "dataset": frame.source, "episode": frame.episode, "frame": frame.frame,
             "camera": frame.camera, "task_id": frame.task_id, "source": "vlm", "objects": list(ontology.objects),
-            **answer.record()}
+            **answer.record(), "entries": answer.parsed.n_lines,
+            "dropped_by_reason": answer.parsed.dropped_by_reason(answer.truncated)}
 
 
 def _images(frames: Sequence[FrameRef], sources: dict[str, FrameSource]):
@@ -163,6 +210,7 @@ class Benchmark:
     chunk: int = 16
     progress: bool = True
     timer: Timer = field(default_factory=Timer)
+    notes: list[str] = field(default_factory=list)  # what the command prints besides the tables (caches not reused)
 
     def run(self, configs: Sequence[ClientConfig]) -> list[ModelResult]:
         start = time.perf_counter()
@@ -174,16 +222,25 @@ class Benchmark:
         self.timer.add("sample_and_references", t)
         results, records, queried = [], [], 0
         for config in configs:
-            with AnswerCache(answers_path(self.out, config, self.prompt)) as cache:
-                queried += query_missing(frames, by_name, config, self.prompt, self.ontology, cache, self.timer,
-                                         self.chunk, self.progress)
-                results.append(self.score(config, frames, refs, cache.records))
+            settings = answer_settings(config, self.prompt)
+            path = answers_path(self.out, config, self.prompt, settings)
+            self.notes += other_caches(path, settings, config.name)
+            with AnswerCache(path, settings) as cache:
+                unavailable = ""
+                try:
+                    queried += query_missing(frames, by_name, config, self.prompt, self.ontology, cache, self.timer,
+                                             self.chunk, self.progress)
+                except ClientUnavailable as e:
+                    unavailable = str(e)  # its frames count as failed queries, the other clients go on
+                results.append(self.score(config, frames, refs, cache.records, unavailable))
                 records.append(cache.records)
         t = time.perf_counter()
         write_tables(self.out, results, self.prompt.view_labels)
         (self.out / "scores.json").write_text(json.dumps(
-            [{"model": r.model, "prompt": r.prompt, "constraint": r.constraint, "errors": r.errors,
+            [{"model": r.model, "prompt": r.prompt, "constraint": r.constraint, "sampled": r.sampled,
+              "errors": r.errors, "first_failure": r.failure,
               "truncated": r.truncated, "rejected_entries": r.rejected, "answers_with_rejections": r.partly_rejected,
+              "entries": r.entries, "kept_triplets": r.kept, "dropped_by_reason": r.dropped,
               "scores": {v: s.to_dict() for v, s in r.scores.items()}} for r in results],
             indent=1))
         write_plots(self.out, results, self.prompt.view_labels)
@@ -193,26 +250,38 @@ class Benchmark:
         self.write_timing(time.perf_counter() - start, len(frames) * len(configs), queried)
         return results
 
-    def score(self, config: ClientConfig, frames: list[FrameRef], refs: list[Graph], records: dict) -> ModelResult:
+    def score(self, config: ClientConfig, frames: list[FrameRef], refs: list[Graph], records: dict,
+              unavailable: str = "") -> ModelResult:
+        """Scores of the answered frames; a frame without an answer (its query failed, or the client could not be
+        loaded: `unavailable`) is counted as failed and left out."""
         t = time.perf_counter()
-        parsed = [parse_triplets(records[f.key]["raw"], self.ontology) for f in frames]
-        preds = [p.triplets for p in parsed]
+        parsed = {i: parse_triplets(records[f.key]["raw"], self.ontology) for i, f in enumerate(frames)
+                  if answered(records, f.key)}
         # Cut at the token limit: the backend said so, or the JSON answer ends inside a value (caches written
         # before the flag existed are judged the same way).
-        cut = [p.cut or records[f.key].get("finish_reason") == "length" for p, f in zip(parsed, frames)]
+        cut = {i: p.cut or records[frames[i].key].get("finish_reason") == "length" for i, p in parsed.items()}
         t = self.timer.add("parse", t)
-        scores, errors, truncated, rejected, partly = {}, {}, {}, {}, {}
+        failure = next((unavailable or (records.get(f.key) or {}).get("error") or "not asked"
+                        for f in frames if not answered(records, f.key)), "")
+        scores, sampled, errors, truncated, rejected, partly, entries, kept, dropped = ({} for _ in range(9))
         for camera in self.cameras:
             idx = [i for i, f in enumerate(frames) if f.camera == camera]
-            if idx:
-                scores[camera] = aggregate([(frames[i].task_id, preds[i], refs[i]) for i in idx], self.ontology)
-                errors[camera] = sum(bool(records[frames[i].key].get("error")) for i in idx)
-                truncated[camera] = sum(cut[i] for i in idx)
-                rejected[camera] = sum(len(parsed[i].rejected) for i in idx)
-                partly[camera] = sum(bool(parsed[i].rejected) for i in idx)
+            if not idx:
+                continue
+            ok = [i for i in idx if i in parsed]
+            sampled[camera], errors[camera] = len(idx), len(idx) - len(ok)
+            if ok:
+                scores[camera] = aggregate([(frames[i].task_id, parsed[i].triplets, refs[i]) for i in ok],
+                                           self.ontology)
+            truncated[camera] = sum(cut[i] for i in ok)
+            rejected[camera] = sum(len(parsed[i].rejected) for i in ok)
+            partly[camera] = sum(bool(parsed[i].rejected) for i in ok)
+            entries[camera] = sum(parsed[i].n_lines for i in ok)
+            kept[camera] = sum(len(parsed[i].triplets) for i in ok)
+            dropped[camera] = dict(sum((Counter(parsed[i].dropped_by_reason(cut[i])) for i in ok), Counter()))
         self.timer.add("score", t)
         return ModelResult(config.name, self.prompt.label, config.constraint, scores, errors, truncated, rejected,
-                           partly)
+                           partly, sampled, failure, entries, kept, dropped)
 
     def write_examples(self, configs: Sequence[ClientConfig], records: Sequence[dict], frames: list[FrameRef],
                        refs: list[Graph]) -> None:
@@ -221,7 +290,7 @@ class Benchmark:
         by_name = {s.name: s for s in self.sources}
         for config, answers in zip(configs, records):
             for camera in self.cameras:
-                idx = [i for i, f in enumerate(frames) if f.camera == camera]
+                idx = [i for i, f in enumerate(frames) if f.camera == camera and answered(answers, f.key)]
                 chosen = sorted({idx[int(k)] for k in _spread(len(idx), self.examples)}) if idx else []
                 folder = self.out / "examples" / slug(config.name) / camera
                 folder.mkdir(parents=True, exist_ok=True)
@@ -239,6 +308,12 @@ class Benchmark:
         timing = {"frames": frames, "queried": queried, "total_s": total, "model_s": model,
                   "frames_per_s_excluding_model": frames / max(total - model, 1e-9), "phases_s": seconds}
         (self.out / "timing.json").write_text(json.dumps(timing, indent=1))
+
+
+def answered(records: dict, key: str) -> bool:
+    """The frame has an answer: its query did not fail."""
+    record = records.get(key)
+    return record is not None and not record.get("error")
 
 
 def _spread(n: int, k: int) -> list[float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,9 @@ class LatestFrameWorker:
         # the answers that had any: a partly wrong answer is a graph, but not the whole of what the model said.
         self.rejected_entries = 0
         self.answers_with_rejections = 0
+        self.entries = 0  # answer entries examined (triplets or not)
+        self.kept = 0  # triplets kept
+        self.dropped_by_reason: Counter[str] = Counter()  # entries dropped, by reason (a cut one: TRUNCATED)
         self.last_error = ""  # why the last failed query failed
         self._pending: tuple[GraphQuery, float] | None = None
         self._latest: LiveGraph | None = None
@@ -115,6 +119,9 @@ class LatestFrameWorker:
             self.truncated += answer.truncated
             self.rejected_entries += len(answer.parsed.rejected)
             self.answers_with_rejections += bool(answer.parsed.rejected)
+            self.entries += answer.parsed.n_lines
+            self.kept += len(answer.parsed.triplets)
+            self.dropped_by_reason.update(answer.parsed.dropped_by_reason(answer.truncated))
             if answer.failure:
                 self.last_error = answer.failure
                 self.failed += 1

@@ -11,6 +11,7 @@ import numpy as np
 
 from sgvla.scene_graph.metrics import BenchmarkScores
 from sgvla.scene_graph.ontology import RELATIONS
+from sgvla.scene_graph.parse import DROP_REASONS
 from sgvla.scene_graph.triplet import Graph
 
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
@@ -21,12 +22,21 @@ class ModelResult:
     model: str
     prompt: str
     constraint: str
-    scores: dict[str, BenchmarkScores]  # camera -> scores
-    errors: dict[str, int]  # camera -> frames whose query failed (scored as empty graphs)
+    scores: dict[str, BenchmarkScores]  # camera -> scores of the answered frames (absent: none answered)
+    errors: dict[str, int]  # camera -> frames whose query failed (no answer: left out of the scores)
     truncated: dict[str, int] = field(default_factory=dict)  # camera -> answers cut at the token limit
     # camera -> answer entries that were no valid triplet (dropped before scoring), and the answers that had any
     rejected: dict[str, int] = field(default_factory=dict)
     partly_rejected: dict[str, int] = field(default_factory=dict)
+    sampled: dict[str, int] = field(default_factory=dict)  # camera -> frames sampled (answered + failed)
+    failure: str = ""  # the first failed query's cause
+    entries: dict[str, int] = field(default_factory=dict)  # camera -> answer entries examined
+    kept: dict[str, int] = field(default_factory=dict)  # camera -> triplets kept
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # camera -> reason -> entries dropped
+
+    @property
+    def views(self) -> list[str]:
+        return sorted(set(self.sampled) | set(self.scores))
 
 
 def _fmt(x: float) -> str:
@@ -47,7 +57,7 @@ def write_table(out: Path, name: str, header: Sequence[str], rows: Sequence[Sequ
 def _views(results: Sequence[ModelResult], labels: Mapping[str, str]) -> list[str]:
     """The scored cameras, in the order of `labels` (the prompt's described cameras), others after by name."""
     order = list(labels)
-    return sorted({cam for r in results for cam in r.scores},
+    return sorted({cam for r in results for cam in r.views},
                   key=lambda c: (order.index(c) if c in order else len(order), c))
 
 
@@ -57,15 +67,28 @@ def write_tables(out: Path, results: Sequence[ModelResult], labels: Mapping[str,
     paths = [write_table(out, "main", ["Model", *(f"{labels.get(v, v)} mF1" for v in views)],
                          [[r.model, *(r.scores[v].mean_task_f1 if v in r.scores else "n/a" for v in views)]
                           for r in results])]
-    header = ["Model", "View", "frames", "failed", "truncated", "rejected entries", "answers with rejections",
-              "mean-task F1", "macro F1", "micro F1", "coverage",
+    # `scored frames` are the answered ones; `failed queries` had no answer (server down, model not loaded,
+    # timeout) and are left out of every score.
+    header = ["Model", "View", "scored frames", "failed queries (not scored)", "truncated", "rejected entries",
+              "answers with rejections", "mean-task F1", "macro F1", "micro F1", "coverage",
               "hallucination", "reversal", "direction consistency", "bowl-swapped frames", "prompt", "constraint"]
-    rows = [[r.model, labels.get(v, v), s.n_frames, r.errors.get(v, 0), r.truncated.get(v, 0),
-             r.rejected.get(v, 0), r.partly_rejected.get(v, 0), s.mean_task_f1,
-             s.macro_f1, s.micro.f1,
-             s.coverage, s.hallucination_rate, s.reversal_rate, s.direction_consistency, s.swapped_frames,
-             r.prompt, r.constraint] for r in results for v, s in sorted(r.scores.items())]
+    rows = []
+    for r in results:
+        for v in r.views:
+            s = r.scores.get(v)
+            metrics = ["n/a"] * 8 if s is None else [
+                s.mean_task_f1, s.macro_f1, s.micro.f1, s.coverage, s.hallucination_rate, s.reversal_rate,
+                s.direction_consistency, s.swapped_frames]
+            rows.append([r.model, labels.get(v, v), 0 if s is None else s.n_frames, r.errors.get(v, 0),
+                         r.truncated.get(v, 0), r.rejected.get(v, 0), r.partly_rejected.get(v, 0), *metrics,
+                         r.prompt, r.constraint])
     paths.append(write_table(out, "diagnostics", header, rows))
+    # What parsing did with the answered frames' entries: kept as triplets, or dropped and why.
+    rows = [[r.model, labels.get(v, v), r.sampled.get(v, 0) - r.errors.get(v, 0), r.entries.get(v, 0),
+             r.kept.get(v, 0), sum(r.dropped.get(v, {}).values()),
+             *(r.dropped.get(v, {}).get(reason, 0) for reason in DROP_REASONS)] for r in results for v in r.views]
+    paths.append(write_table(out, "dropped_by_reason", ["Model", "View", "answers", "entries", "kept triplets",
+                                                        "dropped", *DROP_REASONS], rows))
     rows = [[r.model, labels.get(v, v), rel, p.f1, p.precision, p.recall, p.tp + p.fn]
             for r in results for v, s in sorted(r.scores.items()) for rel, p in s.per_relation.items()]
     paths.append(write_table(out, "per_relation", ["Model", "View", "relation", "F1", "precision", "recall",
@@ -108,6 +131,8 @@ def write_plots(out: Path, results: Sequence[ModelResult], labels: Mapping[str, 
         label = labels.get(view, view)
         series = {r.model: [r.scores[view].per_relation[rel].f1 for rel in RELATIONS]
                   for r in results if view in r.scores}
+        if not series:  # no model answered about this view
+            continue
         paths.append(_bars(out / f"per_relation_f1_{label}.png", f"Per-relation F1 ({label})",
                            list(RELATIONS), series, "F1"))
         tasks = sorted({t for r in results if view in r.scores for t in r.scores[view].per_task_f1}, key=str)

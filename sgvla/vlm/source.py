@@ -40,7 +40,9 @@ class VLMSource:
     - afterwards the live graph is the newest valid answer, however many queries fail in between, as
       long as the frame it describes is at most `max_age_s` old; an older one fails the episode;
     - every query is counted in the record: `vlm_queries`, `vlm_failed_queries` (with the last reason
-      in `vlm_failure`) and `vlm_truncated_answers` (cut at the token limit, complete triplets kept).
+      in `vlm_failure`) and `vlm_truncated_answers` (cut at the token limit, complete triplets kept);
+      and every answer entry: `vlm_entries` examined, `vlm_triplets_kept`, `vlm_dropped_by_reason` (reason ->
+      entries, the reasons of `sgvla.scene_graph.parse.DROP_REASONS`), `vlm_rejected_entries`.
     """
 
     name = "vlm"
@@ -105,6 +107,8 @@ class VLMSource:
         return {} if w is None else {
             "vlm_queries": w.attempts, "vlm_failed_queries": w.failed, "vlm_truncated_answers": w.truncated,
             "vlm_rejected_entries": w.rejected_entries, "vlm_answers_with_rejections": w.answers_with_rejections,
+            "vlm_entries": w.entries, "vlm_triplets_kept": w.kept,
+            "vlm_dropped_by_reason": dict(sorted(w.dropped_by_reason.items())),
             "vlm_frames_dropped": w.dropped, "vlm_view": self.view_used, "vlm_failure": w.last_error,
             "vlm_graph_age_max_s": round(self.oldest_used_s, 3)}
 

@@ -67,3 +67,18 @@ def test_cache_resumes_skips_torn_lines_and_retries_errors(tmp_path):
     with AnswerCache(path) as cache:
         assert cache.finished("b") and cache.records["b"]["raw"] == "y"
     assert json.loads(path.read_text().splitlines()[-1])["key"] == "b"
+
+
+def test_a_cache_of_other_settings_is_refused_with_the_differences(tmp_path):
+    path = tmp_path / "answers" / "m.jsonl"
+    settings = {"model": "a", "max_new_tokens": 64, "prompt": {"sha": "1"}}
+    with AnswerCache(path, settings) as cache:
+        cache.add({"key": "a", "raw": "x", "error": None})
+    with AnswerCache(path, dict(settings)) as cache:  # the same settings: reused
+        assert cache.finished("a")
+    with pytest.raises(ValueError, match=r"other settings \(model: a -> b; prompt.sha: 1 -> 2\)"):
+        AnswerCache(path, {"model": "b", "max_new_tokens": 64, "prompt": {"sha": "2"}})
+    legacy = tmp_path / "answers" / "old.jsonl"
+    legacy.write_text('{"key": "a", "raw": "x", "error": null}\n')
+    with pytest.raises(ValueError, match="without stored settings"):
+        AnswerCache(legacy, settings)

@@ -86,6 +86,7 @@ def test_a_cut_answer_keeps_its_complete_triplets_and_is_counted(stub, fixed_gra
         assert len(graph) == 3 and set(graph) < set(fixed_graph)
         stats = src.stats()
         assert stats["vlm_truncated_answers"] == 1 and stats["vlm_failed_queries"] == 0
+        assert stats["vlm_dropped_by_reason"] == {"cut at the token limit": 1} and stats["vlm_triplets_kept"] == 3
     finally:
         src.close()
 
@@ -97,6 +98,8 @@ def test_an_answer_with_some_invalid_entries_keeps_the_valid_ones_and_counts_the
         assert sorted(graph) == sorted(fixed_graph)
         stats = src.stats()
         assert stats["vlm_rejected_entries"] == 2 and stats["vlm_answers_with_rejections"] == 1
+        assert stats["vlm_entries"] == 6 and stats["vlm_triplets_kept"] == 4
+        assert stats["vlm_dropped_by_reason"] == {"unknown object": 1, "unknown relation": 1}
         assert stats["vlm_failed_queries"] == 0
     finally:
         src.close()
