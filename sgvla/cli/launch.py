@@ -8,14 +8,15 @@ import shlex
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+
 
 from sgvla.launch.plan import ARGUMENTS, launch_names, launch_plan, topic_table
-from sgvla.core.config import parse_items
 
 LAUNCH_SYNTAX = ("Launch arguments are name=value items (`ros2 launch` writes name:=value; sgvla does not), "
-                 "anywhere after NAME; the value is read as YAML and passed on as text (true, 3, 0.5; nothing: "
-                 "empty), so quote text YAML would read as a list or mapping.")
+                 "anywhere after NAME; the value is the text after the first '=', as the shell hands it over "
+                 "(nothing: empty), read by the argument's type. eval_overrides holds the key=value items of "
+                 "`sgvla eval` in one argument: quote it for the shell, items with spaces quoted inside, e.g. "
+                 "eval_overrides=\"tasks=[0] 'policies=[{type: expert}]'\".")
 EXAMPLES = """examples:
   sgvla launch sim_eval eval_overrides='tasks=[0] episodes=1' stepping=free_running
   sgvla launch hardware sim=true teleop=leader record=~/data/twin episodes=5
@@ -25,23 +26,19 @@ EXAMPLES = """examples:
 
 
 def launch_arguments(items: list[str]) -> dict[str, str]:
-    """`name=value` items as launch arguments: text, as `ros2 launch` hands them over."""
+    """`name=value` items as launch arguments: the text after the first '=', as `ros2 launch` hands a value over
+    (each argument's type reads it: `sgvla.launch.registry`); the last of a repeated name wins."""
     out = {}
-    for name, value in parse_items(items, "launch argument").items():
-        if isinstance(value, (list, dict)):
-            kind = "list" if isinstance(value, list) else "mapping"
-            raise ValueError(f"launch argument {name}: the value reads as a YAML {kind} ({value!r}); a launch argument "
-                             f"is one value: quote it for YAML inside the shell's quotes, {name}=\"'...'\"")
-        out[name] = _text(value)
+    for item in items:
+        name, ros, value = item.partition(":=")
+        if ros and "=" not in name:
+            raise ValueError(f"launch argument {item!r}: write {name}={value} (sgvla takes name=value; := is ros2 "
+                             "launch's)")
+        name, equals, value = item.partition("=")
+        if not equals or not name.isidentifier():
+            raise ValueError(f"launch argument {item!r}: expected name=value")
+        out[name] = value
     return out
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 def _options(parser) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import sgvla.plugins  # noqa: F401  (the registered suites: a plan's suite sets its nodes' cameras and ontology)
+from sgvla.core.config import ConfigError, parse_line
 from sgvla.eval.config import default_suite
 from sgvla.eval.suite import SuiteConfig
 from sgvla.launch.registry import Argument, NodeSpec, Plan, register_launch
@@ -57,6 +58,10 @@ def suite_cameras(eval_config: str = DEFAULT_PLAN) -> tuple[str, ...]:
                  camera_note="- `{{camera}}`: each camera the episode observes, e.g. {cameras}. Every name is relative "
                              "(a launch namespace applies) except `/clock`; bag_recorder subscribes to all topics.")
 def sim_eval(a: dict[str, Any]) -> Plan:
+    try:  # its syntax is refused here, before any node starts
+        parse_line(a["eval_overrides"])
+    except ConfigError as e:
+        raise ValueError(f"argument eval_overrides: {e}") from None
     lockstep = a["stepping"] == "lockstep"
     record = a["record"].strip()
     render = bool(record) if a["render_images"] == "auto" else a["render_images"] == "true"
