@@ -1,6 +1,6 @@
 """The Feetech SDK's port as sgvla's arms use it (`sgvla.so101.hardware.port`), against the SDK's own, on the simulated
 bus with LeRobot's FeetechMotorsBus: a reply that came while the reader was off the CPU is read, not reported lost;
-waiting does not spin."""
+a reply to an abandoned instruction never answers the next one; waiting does not spin."""
 
 import resource
 import time
@@ -12,9 +12,12 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 from sgvla.so101.hardware.joints import JOINTS, MOTOR_IDS
 from sgvla.so101.hardware.port import MIN_WAIT_MS, make_load_tolerant
+from sgvla.so101.hardware.servo_server import READ, instruction_packet
 from sgvla.so101.hardware.sim_bus import SimFeetechBus, sim_calibration
 
 PREEMPTED_S = 0.3  # off the CPU after an empty read: longer than any timeout of the port
+LATE_S = 0.4  # a reply this late has been given up on by either port (LeRobot's ~50 ms, sgvla's MIN_WAIT_MS)
+IN_FLIGHT_S = 0.15  # a reply this late to an abandoned instruction comes while the next one waits for its own
 
 
 @pytest.fixture
@@ -63,6 +66,63 @@ def test_a_reply_that_came_while_the_reader_was_preempted_is_read(sim, tolerant)
         else:  # the SDK's port: the reply sits in the input buffer, and the read is reported lost
             with pytest.raises(ConnectionError, match="no status packet"):
                 bus.read("Present_Position", "elbow_flex", normalize=False, num_retry=0)
+    finally:
+        bus.disconnect(disable_torque=False)
+
+
+def waiting_input(bus: FeetechMotorsBus, timeout_s: float = 10.0) -> None:
+    """Until the host's input holds bytes (the abandoned reply has come and waits, whatever the machine's load)."""
+    deadline = time.monotonic() + timeout_s
+    while not bus.port_handler.ser.in_waiting:
+        assert time.monotonic() < deadline, "the late reply never came"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("tolerant", [False, True], ids=["sdk_port", "load_tolerant_port"])
+def test_a_late_reply_to_a_timed_out_read_does_not_answer_the_next_read(sim, tolerant):
+    """LeRobot's wrong-register read: a read of elbow_flex's Max_Position_Limit times out (its reply comes LATE_S
+    late); the reply arrives while nothing is asked; the next read, of the same motor's Present_Position (2 bytes
+    too, so nothing in the packet tells them apart), is answered from the input. The SDK's port returns the limit
+    as the position; sgvla's drops what waits before it sends the read, and returns the position."""
+    bus = connected(sim, tolerant)
+    try:
+        present = bus.read("Present_Position", "elbow_flex", normalize=False)
+        limit = sim.register(3, "Max_Position_Limit")
+        assert limit != present
+        sim.late_replies(1, LATE_S)
+        with pytest.raises(ConnectionError, match="no status packet"):
+            bus.read("Max_Position_Limit", "elbow_flex", normalize=False, num_retry=0)
+        waiting_input(bus)
+        got = bus.read("Present_Position", "elbow_flex", normalize=False, num_retry=0)
+        if tolerant:
+            assert got == present == sim.positions()[3]
+            assert bus.port_handler.stale_bytes == 8  # the limit's reply: header, id, length, error, 2 bytes, checksum
+        else:
+            assert got == limit  # another register's value, as elbow_flex's position
+    finally:
+        bus.disconnect(disable_torque=False)
+
+
+@pytest.mark.parametrize("how", ["read", "sync_read"])
+def test_a_reply_arriving_while_the_next_instruction_waits_is_not_its_answer(sim, how):
+    """A reply to an abandoned instruction (a 1-byte read of Lock, sent behind the port's back, as by a reader that
+    gave up) comes IN_FLIGHT_S late: after the next instruction was sent, before that one's reply (which waits
+    behind it, as bytes on one line do). Nothing was waiting to drop before the send; the late packet is from a
+    servo that is asked, but its length is a 1-byte read's: sgvla's port drops it, and the read gets positions."""
+    bus = connected(sim, tolerant=True)
+    handler = bus.port_handler
+    try:
+        address, size = bus.model_ctrl_table["sts3215"]["Lock"]
+        assert size == 1
+        sim.late_replies(1, IN_FLIGHT_S)
+        handler.ser.write(instruction_packet(1, READ, bytes([address, size])))  # the first motor a sync read asks
+        if how == "read":
+            got = {"shoulder_pan": bus.read("Present_Position", "shoulder_pan", normalize=False, num_retry=0)}
+        else:
+            got = bus.sync_read("Present_Position", normalize=False, num_retry=0)
+        positions = sim.positions()
+        assert got == {j: positions[MOTOR_IDS[j]] for j in got}
+        assert handler.mismatched_packets == 1 and handler.stale_bytes == 0
     finally:
         bus.disconnect(disable_torque=False)
 
