@@ -142,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"sgvla launch: {refusal}", file=sys.stderr, flush=True)
             return 2
     try:
-        outcome = (run_single_process if args.single_process else run_processes)(plan, domain_id, log=say)
+        # Checked again once the nodes run: something may have joined the domain between the check and the start.
+        outcome = (run_single_process if args.single_process else run_processes)(plan, domain_id, log=say,
+                                                                                  recheck=not args.share_domain)
     finally:
         if lease is not None:
             lease.release()

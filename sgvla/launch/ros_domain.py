@@ -162,6 +162,34 @@ def port_owners(ports: list[int]) -> dict[int, list[int]]:
     return {pid: sorted(ports) for pid, ports in owners.items()}
 
 
+def descendants(pids: set[int]) -> set[int]:
+    """`pids` and every process below them (a node's own children: a simulated servo bus, say)."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc.name))
+    found, todo = set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
+def foreign_users(domain_id: int, ours: set[int]) -> str:
+    """Who else holds the domain's ports once a launch's nodes (the processes `ours` and below) run on it: "" when
+    nobody, else their pids and command lines. What another user runs is not visible and not reported."""
+    ports = held_ports(domain_id)
+    mine = descendants(ours)
+    others = {pid: command_line(pid) for pid in port_owners(ports) if pid not in mine}
+    return "; ".join(f"{pid} ({cmd})" for pid, cmd in sorted(others.items()))
+
+
 def command_line(pid: int, width: int = 100) -> str:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")

@@ -136,7 +136,22 @@ def _also_failing(procs: dict[str, subprocess.Popen], outputs: dict[str, NodeOut
                  if name != first and proc.poll() not in (None, 0))
 
 
-def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info) -> Outcome:
+def domain_taken(domain_id: int, ours: set[int]) -> str:
+    """Why the launch must stop because another process joined its domain between the check and the start (""
+    when none did): checked the moment the nodes are started, so only what came in that window counts."""
+    from sgvla.launch.ros_domain import foreign_users
+
+    others = foreign_users(domain_id, ours)
+    return (f"ROS domain {domain_id} was joined by another process while the launch started: {others}. The two "
+            "would take each other's messages; stopping. Launch again (a free domain is chosen), or pass "
+            "--share-domain to run beside it") if others else ""
+
+
+def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info,
+                  recheck: bool = False) -> Outcome:
+    """The plan's nodes, each a process, until the main one ends or one fails. `recheck`: the domain's ports are
+    checked again the moment the nodes are started (before they hold ports of their own), for a process that joined
+    it between the check and the start (`domain_taken`); what joins later (your rviz, `ros2 topic echo`) is welcome."""
     with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
         overrides = write_overrides(plan, Path(tmp))
         env = node_env(plan, domain_id)
@@ -150,6 +165,10 @@ def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logge
             started = time.monotonic()
             log(f"sgvla launch {plan.name}: {len(procs)} nodes on ROS_DOMAIN_ID={domain_id} (loopback only): "
                 + ", ".join(f"{n} [{p.pid}]" for n, p in procs.items()))
+            taken = domain_taken(domain_id, {p.pid for p in procs.values()}) if recheck else ""
+            if taken:
+                log(f"sgvla launch: {taken}")
+                return Outcome(2, taken)
             while not interrupts.seen:
                 for name in sorted(procs, key=lambda n: n != plan.main):  # the main node first, then the plan's order
                     proc = procs[name]
@@ -177,7 +196,8 @@ def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logge
                 output.wait(OUTPUT_WAIT_S)
 
 
-def run_single_process(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info) -> Outcome:
+def run_single_process(plan: Plan, domain_id: int, log: Callable[[str], None] = logger.info,
+                       recheck: bool = False) -> Outcome:
     """All nodes in one process (`sgvla_ros.multi_node`), one executor; its stderr is not prefixed (the nodes'
     log lines name them)."""
     with tempfile.TemporaryDirectory(prefix="sgvla_launch_") as tmp, Interrupts() as interrupts:
@@ -192,6 +212,10 @@ def run_single_process(plan: Plan, domain_id: int, log: Callable[[str], None] = 
         log(f"sgvla launch {plan.name}: {len(plan.nodes)} nodes in one process [{proc.pid}] on "
             f"ROS_DOMAIN_ID={domain_id} (loopback only)")
         try:
+            taken = domain_taken(domain_id, {proc.pid}) if recheck else ""
+            if taken:
+                log(f"sgvla launch: {taken}")
+                return Outcome(2, taken)
             while not interrupts.seen:
                 code = proc.poll()
                 if code is not None:

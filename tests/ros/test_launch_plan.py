@@ -383,3 +383,35 @@ def test_the_plans_suite_sets_what_the_nodes_see(launch, args):
     assert plan.node("sim_bridge").parameters["cameras"] == ["agentview", "wrist"]
     assert plan.node("scene_graph").parameters["ontology"] == "so101_tabletop"
     assert plan.node("scene_graph").parameters["cameras"] == ["agentview", "wrist"]
+
+
+def test_a_process_joining_the_domain_as_the_launch_starts_stops_it(tmp_path, ros_domain_id):
+    """The domain is checked before the launch and again once its nodes run: a participant that appeared in between
+    (here a process bound to one of the domain's participant ports) stops the launch, named; the launch's own nodes
+    never count."""
+    import socket
+    import subprocess
+    import sys
+
+    from sgvla.launch.ros_domain import participant_ports
+    from sgvla.launch.run import run_processes
+
+    port = participant_ports(ros_domain_id, 100)[0]
+    other = subprocess.Popen([sys.executable, "-c", "import socket, time\n"
+                              f"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.1', {port}))\n"
+                              "print('bound', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline() == "bound\n"
+        plan = Plan("t", {}, REPO_ROOT / "config/ros/sim_eval.yaml", (
+            NodeSpec("graph_recorder", "graph_recorder", {"output": str(tmp_path / "g.jsonl")}),), {},
+            main="graph_recorder")
+        said = []
+        outcome = run_processes(plan, ros_domain_id, log=said.append, recheck=True)
+    finally:
+        other.kill()
+        other.wait()
+    assert outcome.code == 2, said
+    assert f"ROS domain {ros_domain_id} was joined by another process while the launch started: {other.pid} (" \
+        in outcome.failed_first, said
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", port))  # the other process is gone and so are the launch's nodes
