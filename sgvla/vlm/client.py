@@ -3,7 +3,9 @@
 A backend (local transformers model or OpenAI-compatible server) turns chat requests into
 completions; :class:`SceneGraphVLM` renders the versioned prompt, applies the configured output
 constraint, times the call and parses the answer with the scene-graph core. Backends never raise
-for one bad request: the failure is recorded on its completion and scores as an empty graph.
+for one bad request: the failure is recorded on its completion (`GraphAnswer.failure`), and whoever asked treats
+it as an infrastructure failure, never as an empty graph (the graph source fails its episode; vlm-bench leaves
+the frame unscored).
 """
 
 from __future__ import annotations
