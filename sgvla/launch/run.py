@@ -35,6 +35,7 @@ STOP_GRACE_S = 10.0
 DRAIN_S = 0.5
 OUTPUT_WAIT_S = 2.0  # for the last lines of a node that exited, before quoting its error
 STARTUP_S = 30.0  # a node failing this soon after the launch started failed at start (a missing device, say)
+CANNOT_START = "cannot start:"  # how a node's own error line begins when it could not be built (sgvla_ros.runtime)
 ALSO_FAILED_S = 8.0  # then the others still starting get this long to fail too (the arm node imports torch first)
 logger = logging.getLogger(__name__)
 
@@ -180,7 +181,11 @@ def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logge
                         return Outcome(0)
                     failed = exited(f"{name} exited first", code, outputs[name])
                     log(f"sgvla launch: {failed}; stopping the launch")
-                    also = _also_failing(procs, outputs, name) if time.monotonic() - started < STARTUP_S else ()
+                    # A node that could not start (a missing device) while the launch started: others may be
+                    # failing the same way; a plan refused by the evaluator, say, needs no wait.
+                    at_start = (time.monotonic() - started < STARTUP_S
+                                and outputs[name].last_error().startswith(CANNOT_START))
+                    also = _also_failing(procs, outputs, name) if at_start else ()
                     for line in also:
                         log(f"sgvla launch: {line}")
                     if name == plan.main:
