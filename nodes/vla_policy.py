@@ -27,6 +27,7 @@ from sgvla.core.protocols import Step
 from sgvla.core.state import Observation
 from sgvla.eval.config import default_suite
 from sgvla.eval.suite import SuiteConfig
+from sgvla.nodegraph.graph_sources import TopicGraphSource
 from sgvla.policies.registry import PolicyConfig
 from sgvla.policies.session import PolicySession
 from sgvla.scene_graph import load_ontology
@@ -40,28 +41,6 @@ from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.state_io import record_msg, robot_of, scene_of, values_of
 
 KEEP = 64  # buffered messages per kind
-
-
-class TopicGraphSource:
-    """The live graph as the graph node published it for the current step (`graph_context/<view>`)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.current = None
-
-    def reset(self) -> None:
-        pass  # the node sets `current` before every step the engine takes
-
-    def view_graph(self, view, observation, scene, task):
-        if self.current is None:
-            raise InfrastructureFailure(f"no graph of view {view!r} for this step")
-        return self.current
-
-    def stats(self) -> dict:
-        return {}
-
-    def close(self) -> None:
-        pass
 
 
 class VLAPolicy(ResourceNode):

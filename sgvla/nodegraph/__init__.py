@@ -4,6 +4,8 @@
 - `evaluation`: the evaluator's plan, goals and records (`TopicEvaluation`, for evaluator);
 - `arm_protocol`: the operator's episode protocol on the SO101 arm (`ArmProtocol`, for arm_policy): homing, scene
   card, confirm, verdicts, freshness of the inputs, rollouts;
+- `graph_sources`: the live graph of an episode stepped over topics, as a node received it (vla_policy's from the
+  scene_graph node, arm_policy's from fiducial_graphs);
 - `overlay`: a scene graph drawn on a camera image;
 - `bag`: rosbag2 MCAP files with the rosbags package (no ROS install needed).
 

@@ -87,7 +87,8 @@ from sgvla.core.state import Observation
 from sgvla.eval.suite import SuiteConfig
 from sgvla.policies.registry import PolicyConfig
 from sgvla.policies.session import PolicySession
-from sgvla.scene_graph import Graph, ViewGraph, load_ontology
+from sgvla.nodegraph.graph_sources import PerceivedGraph
+from sgvla.scene_graph import load_ontology
 from sgvla.so101.cameras import CAMERAS
 from sgvla.so101.hardware.joints import JOINTS, from_radians
 from sgvla.so101.hardware.protocol import (
@@ -255,39 +256,6 @@ class OperatorVerdicts:
         why = (f"{now - self.first_at:.1f} s after the first, past the correction window of {self.window_s:g} s"
                if self.window_s > 0 else "after its first verdict (no correction window)")
         return f"refused: verdict {new!r} for episode {n} came {why}: {old!r} stands, {new!r} is ignored"
-
-
-class PerceivedGraph:
-    """The graph source of an episode on the arm with perception: the newest fiducial graph of the view, with the
-    boxes perception/objects gives for that camera."""
-
-    name = "fiducial"  # SceneGraph.SOURCE_FIDUCIAL
-
-    def __init__(self, protocol: ArmProtocol) -> None:
-        self.protocol = protocol
-        self.graphs = 0
-
-    def reset(self) -> None:
-        self.graphs = 0
-
-    def view_graph(self, view, observation, scene, task) -> ViewGraph:
-        msg = self.protocol.fresh(self.protocol.graphs.get(view), f"scene_graph/{view}")
-        objects = self.protocol.fresh(self.protocol.objects, "perception/objects")
-        boxes = {}
-        for obj in objects.objects:
-            if view in obj.camera_names:
-                i = list(obj.camera_names).index(view)
-                if obj.visible_in[i]:
-                    boxes[obj.name] = tuple(int(v) for v in obj.boxes[4 * i:4 * i + 4])
-        self.graphs += 1
-        return ViewGraph(view, Graph.of([(t.subject, t.relation, t.object) for t in msg.triplets]),
-                         {n: boxes.get(n, (0, 0, 0, 0)) for n in msg.objects})
-
-    def stats(self) -> dict:
-        return {"graphs": self.graphs}
-
-    def close(self) -> None:
-        pass
 
 
 class ArmProtocol:
@@ -482,7 +450,9 @@ class ArmProtocol:
         self.verdicts.open()
         say(f"running episode {goal.episode} (stop: publish stop on eval/confirm{self.or_keys})")
         max_steps = int(goal.max_steps) or suite.max_steps
-        source = PerceivedGraph(self) if suite.perception else NoGraph()
+        source = (PerceivedGraph(lambda view: self.fresh(self.graphs.get(view), f"scene_graph/{view}"),
+                                 lambda: self.fresh(self.objects, "perception/objects"))
+                  if suite.perception else NoGraph())
         engine = Episode(key, policy, ContextMode.choice(key.mode)(), source, load_ontology(suite.ontology),
                          view=goal.view, max_steps=max_steps, info=info)
         self.ports.publish_task(prompt)
