@@ -85,7 +85,7 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
      "rate_hz must be a positive number of Hz, got 0.0"),
     (["graph_source=vlm", "graph_source.client=vllm_local", "graph_source.max_graph_age_s=-1"],
      "max_graph_age_s must be a positive number of seconds, got -1.0"),
-    (["graph_source.client=vllm_local"], "graph_source(ground_truth): unknown key(s) client; valid keys: "),
+    (["graph_source.client=vllm_local"], "graph_source(ground_truth): unknown key(s) client; it takes no options"),
     (["tasks=[0,0]"], "tasks lists [0] more than once"),
     (["graph_source=vlm", "graph_source.client=nope", "modes=[scene_graph]"], "unknown VLM client 'nope'; give a "
                                                                               "YAML path or one of ['gemini', "),
