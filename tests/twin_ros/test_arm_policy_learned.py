@@ -69,7 +69,7 @@ def test_tiny_act_runs_an_episode_on_the_arm_with_slow_inference(tiny_act, tmp_p
     plan_file.write_text(yaml.safe_dump({
         "name": "learned_on_the_arm", "policies": [{"type": "act", "path": str(tiny_act)}], "tasks": [0],
         "suite": {"type": "so101_hardware", "episode_time_s": 2.0, "control_rate_hz": RATE_HZ, "home": home,
-                  "home_tolerance_deg": 6.0},
+                  "home_tolerance_deg": 6.0, "verdict_window_s": 0.5},
         "perturbations": "none", "modes": ["standard"], "episodes": 1, "output_dir": str(out)}))
     plan = launch_plan("so101_eval", {"config": str(rig), "eval_config": str(plan_file)})
     # The twin is the arm and its cameras (the plan's so101_arm and camera nodes); the rest is the plan's own.
@@ -200,7 +200,8 @@ def test_a_camera_the_checkpoint_reads_gone_silent_is_an_infrastructure_failure(
                                    ("arm_policy", ["-p", "keyboard:=false", "-p", "cameras:=['']"])]]
     try:
         driven = subprocess.run([sys.executable, "-c", DRIVE, str(tiny_act),
-                                 json.dumps({"home": home, "home_tolerance_deg": 6.0, "episode_time_s": 1.0})],
+                                 json.dumps({"home": home, "home_tolerance_deg": 6.0, "episode_time_s": 1.0,
+                                             "verdict_window_s": 0.5})],
                                 env=env, capture_output=True, text=True, timeout=400)
     finally:
         logs = []

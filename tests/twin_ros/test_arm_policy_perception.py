@@ -46,7 +46,7 @@ goal = RunEpisode.Goal(episode=1, policy="prompt_grounded", policy_type="prompt_
                        perturbation="none", mode="scene_graph", seed=0, view="agentview", context_style="reference",
                        graph_source="fiducial", max_steps=20, suite="so101_hardware",
                        suite_options=key_values({"perception": True, "home": home, "home_tolerance_deg": 6.0,
-                                                 "episode_time_s": 2.0}))
+                                                 "episode_time_s": 2.0, "verdict_window_s": 0.5}))
 future = client.send_goal_async(goal)
 answered = set()
 result = None

@@ -94,7 +94,7 @@ def test_operator_protocol_over_topics_killed_and_resumed(tmp_path, calibration_
     rig = rig_file(tmp_path, "synthetic", follower={**arm, "port": sim_buses.follower},
                    leader={**arm, "id": "so101_leader", "port": sim_buses.leader})
     suite = {"type": "so101_hardware", "episode_time_s": 2.0, "control_rate_hz": 30.0, "home_step_deg": 3.0,
-             "home_tolerance_deg": 3.0, "home_timeout_s": 30.0,
+             "home_tolerance_deg": 3.0, "home_timeout_s": 30.0, "verdict_window_s": 0.5,
              "home": {"shoulder_pan": 0.0, "shoulder_lift": 0.0, "elbow_flex": 0.0, "wrist_flex": 0.0,
                       "wrist_roll": 0.0, "gripper": 10.0}}
     plan_file = tmp_path / "so101_hardware.yaml"
