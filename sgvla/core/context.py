@@ -16,8 +16,9 @@ prompts (the episode engine, in process and in the ROS policy node).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from sgvla.core.registry import Choice
 from sgvla.scene_graph import Graph, Ontology, ViewGraph, compose_prompt, format_prompt_context
@@ -29,6 +30,20 @@ class Context:
     prompt: str
     graph: Graph | None  # the graph the prompt was built from (unfiltered), if any
     triplets_in_prompt: int
+    # What a control mode did (which control, what it showed); stored flat as `control_<key>` in the record.
+    control: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContextInputs:
+    """What a mode may draw on besides the view's graph: the episode's seed (controls are seeded) and the policy's
+    token counter (None when the policy has no tokenizer: count words)."""
+
+    seed: int = 0
+    count_tokens: Callable[[str], int] | None = None
+
+    def tokens(self, text: str) -> int:
+        return self.count_tokens(text) if self.count_tokens is not None else len(text.split())
 
 
 @dataclass
@@ -45,7 +60,7 @@ class ContextMode(Choice, kind="context mode"):
         raise NotImplementedError
 
     def context(self, task: str, view_graph: ViewGraph | None, view: str, ontology: Ontology,
-                style: str = "reference") -> Context:
+                style: str = "reference", inputs: ContextInputs = ContextInputs()) -> Context:
         if not self.uses_graph:
             return Context(task, None, 0)
         if view_graph is None:
@@ -121,4 +136,4 @@ def context_mode(name: str) -> ContextMode:
     return ContextMode.choice(name)()
 
 
-__all__ = ["STYLES", "Context", "ContextMode", "context_mode"]
+__all__ = ["STYLES", "Context", "ContextInputs", "ContextMode", "context_mode"]

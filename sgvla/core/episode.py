@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sgvla.core.context import Context, ContextMode
+from sgvla.core.context import Context, ContextInputs, ContextMode
 from sgvla.core.protocols import GraphSource, Policy, PolicyGaveUp, PromptBudget, Step, StepInput
 from sgvla.scene_graph import Ontology, ViewGraph
 
@@ -62,7 +62,7 @@ class EpisodeRecord:
 
     `infra_failure` is set (with the reason) when the machinery failed: such a record is no result and is not
     counted; the episode is run again. `decision` holds what the policy decided (e.g. its grounding) and is stored
-    flat as `decision_<key>`; `extra` holds what a runner or backend adds (perturbation, render profile, ...)."""
+    flat as `decision_<key>`, `control` what a control mode showed (`control_<key>`); `extra` holds what a runner or backend adds (perturbation, render profile, ...)."""
 
     policy: str
     task_id: int
@@ -90,6 +90,7 @@ class EpisodeRecord:
     video: str = ""
     source_stats: dict[str, Any] = field(default_factory=dict)
     decision: dict[str, Any] = field(default_factory=dict)
+    control: dict[str, Any] = field(default_factory=dict)  # what a control mode showed (first step), `control_<key>`
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -106,20 +107,23 @@ class EpisodeRecord:
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in ("source_stats", "decision", "extra")}
+                if f.name not in ("source_stats", "decision", "control", "extra")}
         data.update(self.source_stats)
         data.update({f"decision_{k}": _plain(v) for k, v in self.decision.items()})
+        data.update({f"control_{k}": _plain(v) for k, v in self.control.items()})
         data.update(self.extra)
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
-        names = {f.name for f in dataclasses.fields(cls)} - {"source_stats", "decision", "extra"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"source_stats", "decision", "control", "extra"}
         known = {k: v for k, v in data.items() if k in names}
         decision = {k[len("decision_"):]: v for k, v in data.items() if k.startswith("decision_")}
-        rest = {k: v for k, v in data.items() if k not in names and not k.startswith("decision_")}
+        control = {k[len("control_"):]: v for k, v in data.items() if k.startswith("control_")}
+        rest = {k: v for k, v in data.items()
+                if k not in names and not k.startswith("decision_") and not k.startswith("control_")}
         stats = {k: rest.pop(k) for k in list(rest) if k.startswith("vlm_")}
-        return cls(**known, source_stats=stats, decision=decision, extra=rest)
+        return cls(**known, source_stats=stats, decision=decision, control=control, extra=rest)
 
 
 def _plain(x: Any) -> Any:
@@ -151,13 +155,23 @@ class Episode:
         self.gave_up = ""  # the policy's reason, when it raised PolicyGaveUp
         self.context_s = 0.0
         self._acted = -1  # the step the policy last acted on
+        self._start_control: dict[str, Any] = {}
+        self._tokens: dict[str, int] = {}  # text -> the policy's token count (controls match lengths every step)
         self._started = time.perf_counter()
 
     def _context(self, step: Step) -> Context:
         view_graph = None
         if self.mode.uses_graph:
             view_graph = self.source.view_graph(self.view, step.observation, step.scene, self.task)
-        return self.mode.context(self.task, view_graph, self.view, self.ontology, self.style)
+        inputs = ContextInputs(seed=self.key.seed, count_tokens=self._count_tokens)
+        return self.mode.context(self.task, view_graph, self.view, self.ontology, self.style, inputs)
+
+    def _count_tokens(self, text: str) -> int:
+        """The policy's token count of `text` (its tokenizer, through `prompt_budget`); words when it has none."""
+        if text not in self._tokens:
+            budget = self.policy.prompt_budget(text)
+            self._tokens[text] = budget.tokens if budget is not None else len(text.split())
+        return self._tokens[text]
 
     def start(self, task: str, step: Step, reference: ViewGraph | None = None) -> None:
         """Begin: the reference graph of the first frame (for the record), the first context, the policy's reset.
@@ -169,6 +183,7 @@ class Episode:
         self.policy.reset(self.context.prompt, seed=self.key.seed)
         self.budget = self.policy.prompt_budget(self.context.prompt)
         self.start_prompt = self.context.prompt
+        self._start_control = dict(self.context.control)
 
     def act(self, step: Step) -> np.ndarray | None:
         """The policy's action for the current step (the context rebuilt from the live graph after the first);
@@ -210,7 +225,8 @@ class Episode:
             triplets_kept=budget.triplets_kept if budget else None,
             prompt_truncated=budget.truncated if budget else False,
             failure_reason=self._failure_reason(),
-            source_stats=self.source.stats(), decision=self.policy.decision(), extra=extra)
+            source_stats=self.source.stats(), decision=self.policy.decision(), control=self._start_control,
+            extra=extra)
 
     def _failure_reason(self) -> str:
         if self.success:
