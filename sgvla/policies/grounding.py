@@ -12,10 +12,15 @@ must pick the candidate that the instruction means. Two sources of evidence:
 * the referring expression of the instruction ("the black bowl between the plate and the
   ramekin", "... next to the cookie box", "... on the stove", "... from table center", ...).
 
-The graph, when present and discriminative, wins; otherwise the expression decides. Which source
-decided, and why, is returned so every episode record can say how its target was chosen.
+The graph, when present and discriminative, wins; otherwise the expression decides. When neither
+tells the candidates apart, the choice is a tie: `tie_break="random"` (the default) draws among them
+with the episode's seeded generator, so a policy told nothing succeeds at chance, as a real policy
+with no information would; `"first"` takes the first candidate in position order (a fixed positional
+rule: its success is 0% or 100% per layout, not chance). Which source decided, and why, is returned
+so every episode record can say how its target was chosen.
 """
 
+import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +33,7 @@ from sgvla.scene_graph.relations import RelationParams, is_drawer_task
 from sgvla.scene_graph.serialize import CONTEXT_HEADER
 
 STACK_RADIUS = 0.06  # metres: horizontal distance under which two objects count as stacked
+TIE_BREAKS = ("random", "first")  # how a tie among equally plausible candidates is broken
 
 
 @dataclass(frozen=True)
@@ -178,8 +184,12 @@ def ground_with_prompt(instruction: str, scene: PerceivedScene, ontology: Ontolo
     return None
 
 
-def ground_target(prompt: str, scene: PerceivedScene, ontology: Ontology, task: str | None = None) -> Grounding:
-    """Pick the candidate the prompt means: graph evidence first, then the instruction's wording."""
+def ground_target(prompt: str, scene: PerceivedScene, ontology: Ontology, task: str | None = None,
+                  tie_break: str = "random", rng: random.Random | None = None) -> Grounding:
+    """Pick the candidate the prompt means: graph evidence first, then the instruction's wording, else a tie broken
+    by `tie_break` (`random` draws with `rng`, which the caller seeds per episode; see the module docstring)."""
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     if len(scene.candidates) == 0:
         raise ValueError("no candidate objects to ground the instruction on")
     instruction, context = split_prompt(prompt)
@@ -190,4 +200,10 @@ def ground_target(prompt: str, scene: PerceivedScene, ontology: Ontology, task: 
     by_prompt = ground_with_prompt(instruction, scene, ontology)
     if by_prompt is not None:
         return by_prompt
-    return Grounding(0, "fallback", "instruction names no resolvable referent; first candidate")
+    k = len(scene.candidates)
+    if tie_break == "first" or k == 1:
+        return Grounding(0, "fallback", "instruction names no resolvable referent; first candidate")
+    if rng is None:
+        raise ValueError("tie_break='random' needs the episode's seeded generator (rng)")
+    return Grounding(rng.randrange(k), "fallback",
+                     f"instruction names no resolvable referent; seeded random choice among {k} candidates")

@@ -13,6 +13,7 @@ bowl perceived, no place object), they give up (`PolicyGaveUp`), a failure of th
 reason, not an infrastructure failure.
 """
 
+import random
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
-from sgvla.policies.grounding import Grounding, PerceivedScene, ground_target, split_prompt
+from sgvla.policies.grounding import TIE_BREAKS, Grounding, PerceivedScene, ground_target, split_prompt
 from sgvla.policies.registry import PolicyConfig
 from sgvla.scene_graph import Ontology
 from sgvla.core.state import object_aabbs
@@ -98,9 +99,11 @@ def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, l
 class PromptGroundedPolicy(ScriptedPolicy):
     """Resolves the target from the prompt; see the module docstring."""
 
-    def __init__(self, ontology: Ontology, name: str = "prompt_grounded"):
+    def __init__(self, ontology: Ontology, name: str = "prompt_grounded", tie_break: str = "random"):
         self.name = name
         self.ontology = ontology
+        self.tie_break = tie_break
+        self.rng = random.Random(0)
         self.prompt = ""
         self.grounding: Grounding | None = None
         self.target: str | None = None
@@ -110,6 +113,8 @@ class PromptGroundedPolicy(ScriptedPolicy):
     def reset(self, prompt: str, seed: int | None = None) -> None:
         self.prompt = prompt
         self.grounding = self.target = self.place = self.controller = None
+        # A tie is broken with the episode's seed: the same episode breaks it the same way in every mode and runner.
+        self.rng = random.Random(f"prompt_grounded tie {0 if seed is None else int(seed)}")
 
     def _place_object(self, goal_place: str) -> str:
         instruction, _ = split_prompt(self.prompt)
@@ -123,7 +128,8 @@ class PromptGroundedPolicy(ScriptedPolicy):
             self.prompt = step.prompt
             require_objects(step.scene, *candidate_group(self.ontology), any_of=True)
             scene, names = perceive(step.scene, self.ontology, step.info["table_center"])
-            self.grounding = ground_target(step.prompt, scene, self.ontology, task=step.scene.task)
+            self.grounding = ground_target(step.prompt, scene, self.ontology, task=step.scene.task,
+                                           tie_break=self.tie_break, rng=self.rng)
             self.target = names[self.grounding.index]
             self.place = self._place_object(step.info["goal"][1])
             require_objects(step.scene, self.place)
@@ -151,9 +157,17 @@ class ExpertConfig(PolicyConfig):
 @dataclass
 class PromptGroundedConfig(PolicyConfig):
     needs_scene: ClassVar[bool] = True
+    # A tie among equally plausible candidates: `random` (seeded per episode: chance, as for a policy told
+    # nothing) or `first` (the first in position order: a fixed rule, 0% or 100% per layout).
+    tie_break: str = "random"
+
+    def __post_init__(self) -> None:
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"policy {self.display_name}: tie_break must be one of {TIE_BREAKS}, "
+                             f"got {self.tie_break!r}")
 
     def make(self, *, ontology: Ontology, env_config: Any = None) -> PromptGroundedPolicy:
-        return PromptGroundedPolicy(ontology, self.display_name)
+        return PromptGroundedPolicy(ontology, self.display_name, self.tie_break)
 
 
 class HoldPolicy(ScriptedPolicy):

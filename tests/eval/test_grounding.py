@@ -63,10 +63,46 @@ def test_uninformative_graph_falls_back_to_the_instruction():
 
 
 def test_unresolvable_instruction_is_reported_as_fallback():
-    g = ground_target("pick up the black bowl and place it on the plate", scene(BETWEEN, ON_STOVE), ONT)
+    ambiguous = "pick up the black bowl and place it on the plate"
+    g = ground_target(ambiguous, scene(BETWEEN, ON_STOVE), ONT, tie_break="first")
     assert (g.index, g.source) == (0, "fallback")
     with pytest.raises(ValueError, match="no candidate"):
         ground_target("pick up the black bowl next to the plate", scene(), ONT)
+    with pytest.raises(ValueError, match="seeded generator"):
+        ground_target(ambiguous, scene(BETWEEN, ON_STOVE), ONT)  # random needs the episode's generator
+    with pytest.raises(ValueError, match="tie_break must be one of"):
+        ground_target(ambiguous, scene(BETWEEN, ON_STOVE), ONT, tie_break="last")
+
+
+def test_a_tie_is_broken_at_chance_and_the_same_way_for_the_same_seed():
+    """Told nothing, the policy's choice is a seeded coin: each candidate about half the time over seeds, the same
+    candidate for the same seed (every mode and runner of an episode breaks it alike)."""
+    ambiguous = "pick up the black bowl and place it on the plate"
+
+    def choice(seed: int) -> int:
+        from sgvla.policies.scripted import PromptGroundedPolicy
+
+        policy = PromptGroundedPolicy(ONT)
+        policy.reset(ambiguous, seed=seed)
+        g = ground_target(ambiguous, scene(BETWEEN, ON_STOVE), ONT, rng=policy.rng)
+        assert g.source == "fallback" and "seeded random" in g.evidence
+        return g.index
+
+    picks = [choice(seed) for seed in range(200)]
+    assert picks == [choice(seed) for seed in range(200)]
+    assert 70 <= sum(picks) <= 130  # Binomial(200, 1/2): outside this band with probability < 1e-4
+    # A graph or an instruction that decides is not a tie: the generator is not consulted.
+    g = ground_target("pick up the black bowl next to the plate and place it on the plate",
+                      scene(BETWEEN, ON_STOVE), ONT, rng=None)
+    assert g.source == "prompt"
+
+
+def test_a_bad_tie_break_fails_when_the_plan_loads():
+    from sgvla.policies.registry import PolicyConfig
+
+    assert PolicyConfig.choice("prompt_grounded")(tie_break="first").tie_break == "first"
+    with pytest.raises(ValueError, match="tie_break must be one of"):
+        PolicyConfig.choice("prompt_grounded")(tie_break="coin")
 
 
 def test_drawer_bowl_is_told_from_the_bowl_on_the_cabinet_by_their_boxes():

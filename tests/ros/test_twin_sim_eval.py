@@ -17,7 +17,8 @@ from sgvla.paths import REPO_ROOT
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PLAN = {"name": "twin_equivalence", "suite": {"type": "so101_twin", "image_size": 64},
-        "policies": [{"type": "prompt_grounded"}], "tasks": [1, 3], "perturbations": "ambiguous_prompt",
+        "policies": [{"type": "prompt_grounded", "tie_break": "first"}], "tasks": [1, 3],
+        "perturbations": "ambiguous_prompt",
         "modes": ["standard", "scene_graph"], "episodes": 1, "seed_offset": 2, "max_steps": 200, "workers": 1}
 
 
@@ -51,7 +52,8 @@ def test_twin_over_topics_and_in_process_give_identical_episodes(runs, sim_eval)
     outcome = {(r["task_id"], r["mode"]): (r["success"], r["decision_target"], r["steps"]) for r in got}
     assert all(r["seed"] == 2 and r["perturbation_applied"].startswith("prompt 'pick up the black bowl and place")
                for r in got)
-    # Task 1: the standard prompt takes the nearer, wrong bowl and the episode runs to its limit; the graph finds
+    # Task 1: the standard prompt leaves a tie, which `tie_break: first` breaks for the nearer, wrong bowl, and the
+    # episode runs to its limit; the graph finds
     # the target. Task 3: the nearer bowl is the target, and both modes succeed.
     assert outcome[1, "standard"] == (False, "black_bowl_2", 200)
     assert outcome[1, "scene_graph"][:2] == (True, "black_bowl_1")
