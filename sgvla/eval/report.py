@@ -9,6 +9,21 @@ an operator reading the report during the run would have seen, so a run (on the 
 episode costs time) may stop at a decision without inflating the type-I error. Each row and each mode is
 tested on its own at alpha, as the McNemar column is (no correction across rows).
 
+Below it, the paired comparisons of the pooled row (`comparisons`, also `comparisons.csv`): per policy every mode
+against `standard`, and `scene_graph` against each control mode present (a mode whose registered class says
+`control = True`: a context of the same shape without the scene's information, e.g. `filler`), each over the
+episodes matched by (task, perturbation, seed), pooled over the tasks. Success is compared with the exact McNemar
+test, and the p-values of one policy's comparisons (that family, and only it) are adjusted together with
+Holm-Bonferroni: the adjusted p stands beside the raw one there and in the main table's pooled ("all") rows,
+whose comparisons with `standard` are the same tests. The per-task rows keep their raw p (each row is its own
+question; they are not corrected). Where the records carry a progress score (`progress`, in [0, 1]), each
+comparison also gives the mean progress of both arms, the mean paired difference with a 95% percentile bootstrap
+interval and the two-sided Wilcoxon signed-rank p (zero differences dropped; not corrected). Where they carry a
+`failure_class`, a last table counts the classes of the failed episodes per policy and mode (`failures.csv`).
+Records written before these fields existed still report: those parts are left out. The plots: success.png, every
+mode (controls hatched) per task and pooled with its 95% Wilson interval; progress.png (where progress is known),
+each mode's mean progress per task and pooled with a 95% bootstrap interval of the mean (episodes, not pairs).
+
 Episodes whose infrastructure failed and that have no result yet (`infra_failures.jsonl`) are no
 results: they are counted apart (a note under the table, `infra_failed` in the CSV), never as
 policy failures.
@@ -16,6 +31,7 @@ policy failures.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -23,16 +39,40 @@ from pathlib import Path
 
 from sgvla.core.context import ContextMode
 from sgvla.core.sequential import SequentialResult, sequential_mcnemar
-from sgvla.core.stats import Rate, paired_test, wilson
+from sgvla.core.stats import (WILCOXON_EXACT_MAX, Bootstrap, PairedTest, Rate, holm, paired_bootstrap, paired_test,
+                              wilcoxon_signed_rank, wilson)
 
 # The registered context modes say which one is the baseline and how each is labelled (ContextMode.baseline, .label).
 BASELINE = next(name for name, mode in ContextMode.choices().items() if mode.baseline)
+TREATMENT = "scene_graph"  # the mode compared with each control
+# Controls by name, for modes whose class is not registered here or does not say (`control`) whether it is one.
+CONTROL_NAMES = ("filler", "wrong_graph", "shuffled_graph")
+FAILURE_CLASSES = ("wrong_object", "missed_grasp", "dropped", "timed_out", "gave_up", "perceived_nothing", "unknown")
+BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 10_000, 0
 
 
 def short(mode: str) -> str:
     """A mode's label in report columns and plots: its registered `label`, else its name."""
     registered = ContextMode.choices().get(mode)
     return (registered.label if registered is not None else "") or mode
+
+
+def is_control(mode: str) -> bool:
+    """Whether a mode is a control: its registered class's `control`, else whether its name is a known control."""
+    flag = getattr(ContextMode.choices().get(mode), "control", None)
+    return mode in CONTROL_NAMES if flag is None else bool(flag)
+
+
+def _mode_key(mode: str) -> tuple:
+    """The baseline first, then the other modes, then the controls, each by name."""
+    return mode != BASELINE, is_control(mode), mode
+
+
+def _labels(modes: Iterable[str]) -> dict[str, str]:
+    """short() per mode, the name instead where two modes would share a label."""
+    modes = list(modes)
+    count = Counter(short(m) for m in modes)
+    return {m: short(m) if count[short(m)] == 1 else m for m in modes}
 
 
 @dataclass(frozen=True)
@@ -104,7 +144,7 @@ def summarize(records: Iterable[dict], overall: bool = False,
         row = (-1, "all") if overall else (task, pert)
         outcomes[(*row, r["policy"], r["mode"])][(task, pert, int(r["seed"]))] = (bool(r["success"]), order)
     policies = sorted({k[2] for k in outcomes})
-    modes = sorted({k[3] for k in outcomes}, key=lambda m: (m != BASELINE, m))
+    modes = sorted({k[3] for k in outcomes}, key=_mode_key)
     table: dict = defaultdict(dict)
     for (task, pert, policy, mode), by_seed in outcomes.items():
         rate = wilson(sum(success for success, _ in by_seed.values()), len(by_seed))
@@ -122,6 +162,209 @@ def summarize(records: Iterable[dict], overall: bool = False,
 
 def _overall(records: list[dict], plan: SequentialPlan | None) -> dict:
     return summarize(records, overall=True, plan=plan)[2]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the comparisons take from one episode record."""
+
+    success: bool
+    progress: float | None  # None: not recorded, or unknown
+    failure_class: str | None  # None: not recorded
+
+
+def _progress(r: Mapping) -> float | None:
+    p = r.get("progress")
+    if p is None or isinstance(p, bool):
+        return None
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        return None
+    return p if math.isfinite(p) else None
+
+
+def _arms(records: Iterable[dict]) -> dict[tuple[str, str], dict[tuple, Outcome]]:
+    """{(policy, mode): {(task, perturbation, seed): Outcome}}: every arm's episodes, all tasks pooled."""
+    arms: dict = defaultdict(dict)
+    for r in records:
+        fc = r.get("failure_class")
+        arms[(r["policy"], r["mode"])][(int(r["task_id"]), r["perturbation"], int(r["seed"]))] = Outcome(
+            bool(r["success"]), _progress(r), None if fc is None else str(fc))
+    return dict(arms)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`treatment` against `reference` for one policy over their matched episodes (all tasks pooled).
+
+    mcnemar: the exact McNemar test of the pairs (its only_baseline counts pairs only the reference won);
+    p_holm: its p adjusted with Holm-Bonferroni over the policy's comparisons (`family` of them).
+    progress_*: over the pairs where both episodes have a progress score (progress_pairs of them; None without);
+    progress_delta: the mean paired difference (treatment - reference) with its 95% bootstrap interval."""
+
+    policy: str
+    treatment: str
+    reference: str
+    mcnemar: PairedTest
+    treatment_successes: int
+    reference_successes: int
+    p_holm: float
+    family: int
+    progress_pairs: int = 0
+    treatment_progress: float | None = None
+    reference_progress: float | None = None
+    progress_delta: Bootstrap | None = None
+    wilcoxon_p: float | None = None
+
+    @property
+    def pairs(self) -> int:
+        return self.mcnemar.n_pairs
+
+
+def planned_comparisons(modes: Iterable[str]) -> list[tuple[str, str]]:
+    """(treatment, reference) pairs among the modes present: every mode against the baseline, then scene_graph
+    against each control (only where both are present)."""
+    modes = sorted(set(modes), key=_mode_key)
+    pairs = [(m, BASELINE) for m in modes if m != BASELINE and BASELINE in modes]
+    if TREATMENT in modes:
+        pairs += [(TREATMENT, m) for m in modes if m != TREATMENT and m != BASELINE and is_control(m)]
+    return pairs
+
+
+def comparisons(records: Iterable[dict]) -> list[Comparison]:
+    """The paired comparisons of each policy (`planned_comparisons` of its modes) over the episodes matched by
+    (task, perturbation, seed); Holm-adjusted per policy over the comparisons that have matched pairs."""
+    arms = _arms(records)
+    out: list[Comparison] = []
+    for policy in sorted({p for p, _ in arms}):
+        found = []
+        for treatment, reference in planned_comparisons(m for p, m in arms if p == policy):
+            t_arm, r_arm = arms[(policy, treatment)], arms[(policy, reference)]
+            keys = sorted(t_arm.keys() & r_arm.keys())
+            if not keys:
+                continue
+            test = paired_test([(r_arm[k].success, t_arm[k].success) for k in keys])
+            progress = [(r_arm[k].progress, t_arm[k].progress) for k in keys
+                        if r_arm[k].progress is not None and t_arm[k].progress is not None]
+            extra: dict = {}
+            if progress:
+                extra = {"progress_pairs": len(progress),
+                         "treatment_progress": sum(t for _, t in progress) / len(progress),
+                         "reference_progress": sum(r for r, _ in progress) / len(progress),
+                         "progress_delta": paired_bootstrap(progress, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
+                         "wilcoxon_p": wilcoxon_signed_rank(progress)}
+            found.append((treatment, reference, test, sum(t_arm[k].success for k in keys),
+                          sum(r_arm[k].success for k in keys), extra))
+        adjusted = holm([f[2].p_value for f in found])
+        out += [Comparison(policy, t, r, test, ts, rs, h, len(found), **extra)
+                for (t, r, test, ts, rs, extra), h in zip(found, adjusted)]
+    return out
+
+
+def _fmt_p(p: float | None) -> str:
+    return "n/a" if p is None or p != p else f"{p:.2g}"
+
+
+def _fmt_progress(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def comparisons_markdown(comps: list[Comparison]) -> str:
+    """The comparisons table with its notes ("" without comparisons); progress columns only where some are known."""
+    if not comps:
+        return ""
+    with_progress = any(c.progress_pairs for c in comps)
+    head = ["Policy", "Comparison", "Pairs", "T (%)", "R (%)", "Δ (pp)", "p", "Holm p"]
+    if with_progress:
+        head += ["T prog.", "R prog.", "Δ prog. [95% CI]", "Wilcoxon p"]
+    lines = ["### Paired comparisons, all tasks pooled", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in comps:
+        n = c.pairs
+        row = [c.policy, f"{short(c.treatment)} vs {short(c.reference)}", str(n),
+               f"{100 * c.treatment_successes / n:.1f}", f"{100 * c.reference_successes / n:.1f}",
+               f"{100 * c.mcnemar.delta:+.1f}", _fmt_p(c.mcnemar.p_value), _fmt_p(c.p_holm)]
+        if with_progress:
+            d = c.progress_delta
+            delta = "n/a" if d is None else f"{d.mean:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
+            if d is not None and c.progress_pairs < n:
+                delta += f" (n={c.progress_pairs})"
+            row += [_fmt_progress(c.treatment_progress), _fmt_progress(c.reference_progress), delta,
+                    _fmt_p(c.wilcoxon_p)]
+        lines.append("| " + " | ".join(row) + " |")
+    families = ", ".join(sorted({f"{c.policy}: {c.family}" for c in comps}))
+    lines += ["", "T vs R over the episodes of both modes matched by task, perturbation and seed, all tasks pooled: "
+              "every mode vs std, and sg vs each control. T, R: success (%) over those pairs; Δ: T − R; "
+              "p: exact McNemar test; Holm p: p adjusted (Holm-Bonferroni) over the comparisons of the same policy in "
+              f"this table ({families}), the family-wise error at alpha holds where Holm p <= alpha; the Holm p "
+              "of the main table's all rows are these."]
+    if with_progress:
+        lines.append(f"Progress (0-1) over the pairs where both episodes have one (n= where fewer than the pairs): "
+                     "means of T and R; Δ prog.: mean paired difference T − R with a 95% percentile bootstrap "
+                     f"interval ({BOOTSTRAP_RESAMPLES:,} resamples of the pairs, seed {BOOTSTRAP_SEED}); Wilcoxon p: "
+                     "two-sided signed-rank test of the differences (zero differences dropped; exact up to "
+                     f"{WILCOXON_EXACT_MAX} nonzero ones), not corrected.")
+    return "\n".join(lines)
+
+
+def comparison_rows(comps: list[Comparison]) -> list[dict]:
+    """comparisons.csv: one row per comparison; progress columns empty where unknown."""
+    def num(x: float | None, digits: int = 4) -> float | str:
+        return "" if x is None or x != x else round(x, digits)
+
+    def p(x: float | None) -> float | str:  # 4 significant digits: over many pairs p can be tiny
+        return "" if x is None or x != x else float(f"{x:.4g}")
+
+    rows = []
+    for c in comps:
+        d, n = c.progress_delta, c.pairs
+        rows.append({"policy": c.policy, "treatment": c.treatment, "reference": c.reference, "pairs": n,
+                     "treatment_successes": c.treatment_successes, "reference_successes": c.reference_successes,
+                     "treatment_success_rate": round(c.treatment_successes / n, 4),
+                     "reference_success_rate": round(c.reference_successes / n, 4),
+                     "only_treatment": c.mcnemar.only_treatment, "only_reference": c.mcnemar.only_baseline,
+                     "delta_pp": round(100 * c.mcnemar.delta, 2), "mcnemar_p": p(c.mcnemar.p_value),
+                     "mcnemar_p_holm": p(c.p_holm), "holm_family": c.family, "progress_pairs": c.progress_pairs,
+                     "treatment_progress": num(c.treatment_progress), "reference_progress": num(c.reference_progress),
+                     "progress_delta": num(d and d.mean), "progress_ci95_low": num(d and d.low),
+                     "progress_ci95_high": num(d and d.high), "wilcoxon_p": p(c.wilcoxon_p)})
+    return rows
+
+
+COMPARISON_COLUMNS = list(comparison_rows([Comparison("", "", "", PairedTest(1, 0, 0, 0.0, 1.0), 0, 0, 1.0, 1)])[0])
+
+
+def failure_counts(records: Iterable[dict]) -> tuple[list[str], list[dict]] | None:
+    """(classes, one row per policy and mode: episodes, failed, count per class among the failed and `unclassified`
+    for failed episodes without a class); None when no record has a `failure_class`."""
+    arms = _arms(records)
+    if not any(o.failure_class is not None for arm in arms.values() for o in arm.values()):
+        return None
+    seen = {o.failure_class for arm in arms.values() for o in arm.values() if not o.success and o.failure_class}
+    classes = list(FAILURE_CLASSES) + sorted(seen - set(FAILURE_CLASSES))
+    rows = []
+    for policy, mode in sorted(arms, key=lambda k: (k[0], _mode_key(k[1]))):
+        failed = [o for o in arms[(policy, mode)].values() if not o.success]
+        count = Counter(o.failure_class or "" for o in failed)
+        rows.append({"policy": policy, "mode": mode, "episodes": len(arms[(policy, mode)]), "failed": len(failed),
+                     **{c: count[c] for c in classes}, "unclassified": count[""]})
+    return classes, rows
+
+
+def failures_markdown(counted: tuple[list[str], list[dict]] | None) -> str:
+    if counted is None:
+        return ""
+    classes, rows = counted
+    unclassified = any(r["unclassified"] for r in rows)
+    head = ["Policy", "Mode", "Episodes", "Failed"] + [c.replace("_", " ") for c in classes]
+    head += ["not classified"] if unclassified else []
+    lines = ["### Failure classes, all tasks pooled", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["policy"], short(r["mode"]), str(r["episodes"]), str(r["failed"])] + [str(r[c]) for c in classes]
+        lines.append("| " + " | ".join(cells + ([str(r["unclassified"])] if unclassified else [])) + " |")
+    lines += ["", "Failed episodes of each policy and mode by their failure class (`failure_class` in episodes.jsonl)"
+              + ("; not classified: failed episodes recorded without a class." if unclassified else ".")]
+    return "\n".join(lines)
 
 
 def _fmt_sequential(s: SequentialResult | None, mode: str) -> str:
@@ -167,9 +410,27 @@ def early_verdict_note(records: Iterable[dict]) -> str:
             "for its episode, delete that line and rerun the plan to run the episode again.")
 
 
+def _holm_vs_baseline(comps: list[Comparison]) -> dict[tuple[str, str], float]:
+    """{(policy, mode): Holm p} of the comparisons with the baseline, for the main table's pooled rows."""
+    return {(c.policy, c.treatment): c.p_holm for c in comps if c.reference == BASELINE}
+
+
 def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
                    plan: SequentialPlan | None = None) -> str:
+    """The report's markdown: the main table with its notes, then the comparisons and the failure classes."""
     records = list(records)
+    return _markdown(records, outstanding, plan, comparisons(records))
+
+
+def _markdown(records: list[dict], outstanding: Iterable[dict], plan: SequentialPlan | None,
+              comps: list[Comparison]) -> str:
+    sections = [_main_table(records, outstanding, plan, _holm_vs_baseline(comps)), comparisons_markdown(comps),
+                failures_markdown(failure_counts(records))]
+    return "\n\n".join(s for s in sections if s)
+
+
+def _main_table(records: list[dict], outstanding: Iterable[dict], plan: SequentialPlan | None,
+                holm_p: Mapping[tuple[str, str], float]) -> str:
     policies, modes, table = summarize(records, plan=plan)
     table.update(_overall(records, plan))
     head = ["Task", "Perturbation"]
@@ -187,12 +448,15 @@ def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
                 cell = cells.get((policy, mode))
                 row.append(_fmt_rate(cell.rate) if cell else "")
                 if mode != BASELINE:
-                    row.append("" if cell is None or cell.delta_pp is None else f"{cell.delta_pp:+.1f} (p={cell.p_value:.2g})")
+                    adjusted = holm_p.get((policy, mode)) if task == -1 else None
+                    row.append("" if cell is None or cell.delta_pp is None else f"{cell.delta_pp:+.1f} "
+                               f"(p={cell.p_value:.2g}" + ("" if adjusted is None else f", Holm {adjusted:.2g}") + ")")
                     row.append(_fmt_sequential(cell and cell.sequential, mode))
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     lines.append("Success in % (successes/episodes); Δ: paired difference to std over matched seeds, "
-                 "p: exact McNemar test. 95% Wilson intervals in the CSV.")
+                 "p: exact McNemar test, uncorrected in the per-task rows; Holm (all rows): the p adjusted "
+                 "(Holm-Bonferroni) over the policy's comparisons below. 95% Wilson intervals in the CSV.")
     lines.append(_sequential_note(plan))
     for note in (infra_note(outstanding), early_verdict_note(records)):
         if note:
@@ -203,8 +467,14 @@ def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
 def csv_rows(records: Iterable[dict], outstanding: Iterable[dict] = (),
              plan: SequentialPlan | None = None) -> list[dict]:
     records = list(records)
+    return _csv_rows(records, outstanding, plan, comparisons(records))
+
+
+def _csv_rows(records: list[dict], outstanding: Iterable[dict], plan: SequentialPlan | None,
+              comps: list[Comparison]) -> list[dict]:
     _, _, table = summarize(records, plan=plan)
     table.update(_overall(records, plan))
+    holm_p = _holm_vs_baseline(comps)
     infra: Counter = Counter()
     for r in outstanding:
         infra[(int(r["task_id"]), r["perturbation"], r["policy"], r["mode"])] += 1
@@ -219,6 +489,9 @@ def csv_rows(records: Iterable[dict], outstanding: Iterable[dict] = (),
                          "delta_pp": "" if c.delta_pp is None else round(c.delta_pp, 2),
                          # p keeps 4 significant digits: over many matched episodes it can be tiny
                          "mcnemar_p": "" if c.p_value is None else float(f"{c.p_value:.4g}"),
+                         # Holm-adjusted over the policy's comparisons (comparisons.csv): pooled rows only
+                         "mcnemar_p_holm": float(f"{holm_p[(policy, mode)]:.4g}")
+                         if task == -1 and (policy, mode) in holm_p else "",
                          **_sequential_columns(c.sequential, mode),
                          "infra_failed": infra[(task, pert, policy, mode)]})
     return rows
@@ -233,33 +506,33 @@ def _sequential_columns(s: SequentialResult | None, mode: str) -> dict:
             "planned_pairs": s.planned, "alpha": s.alpha}
 
 
-def plot(records: Iterable[dict], path: Path) -> Path:
-    """Success per task per mode with 95% Wilson intervals, one panel per policy."""
+def _bars(groups: list[tuple], policies: list[str], modes: list[str], cell, ylabel: str, ylim: float,
+          path: Path) -> Path:
+    """Grouped bars, one panel per policy: per group (task row) a bar per mode, `cell(group, policy, mode)` giving
+    (value, low, high) or None; controls hatched."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    policies, modes, table = summarize(list(records))
-    rows = list(table)
-    fig, axes = plt.subplots(len(policies), 1, figsize=(max(6, 0.9 * len(rows) + 2), 3.2 * len(policies)),
+    labels = _labels(modes)
+    fig, axes = plt.subplots(len(policies), 1, figsize=(max(6, 0.9 * len(groups) + 2), 3.2 * len(policies)),
                              squeeze=False)
     width = 0.8 / len(modes)
     for ax, policy in zip(axes[:, 0], policies):
         for i, mode in enumerate(modes):
-            cells = [table[row].get((policy, mode)) for row in rows]
-            x = np.arange(len(rows)) + (i - (len(modes) - 1) / 2) * width
-            val = np.array([100 * c.rate.value if c else np.nan for c in cells])
-            low = np.array([100 * c.rate.low if c else np.nan for c in cells])
-            high = np.array([100 * c.rate.high if c else np.nan for c in cells])
-            ax.bar(x, val, width, label=short(mode),
+            cells = [cell(group, policy, mode) for group in groups]
+            x = np.arange(len(groups)) + (i - (len(modes) - 1) / 2) * width
+            val, low, high = (np.array([np.nan if c is None else c[j] for c in cells], dtype=float) for j in range(3))
+            ax.bar(x, val, width, label=labels[mode], hatch="//" if is_control(mode) else None,
                    yerr=np.nan_to_num([val - low, high - val]), capsize=2)
-        ax.set_xticks(np.arange(len(rows)), [f"T{t}\n{p}" for t, p in rows], fontsize=7)
-        ax.set_ylim(0, 105)
-        ax.set_ylabel("success (%)")
+        ax.set_xticks(np.arange(len(groups)), ["all" if t == -1 else f"T{t}\n{p}" for t, p in groups], fontsize=7)
+        ax.set_ylim(0, 1.25 * ylim)  # headroom for the legend above the bars
+        ax.set_yticks(np.linspace(0, ylim, 6))
+        ax.set_ylabel(ylabel)
         ax.set_title(policy)
-        ax.legend(fontsize=7, ncols=len(modes))
+        ax.legend(fontsize=7, ncols=min(len(modes), 6), loc="upper center")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=150)
@@ -267,22 +540,75 @@ def plot(records: Iterable[dict], path: Path) -> Path:
     return path
 
 
-def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict] = (),
-                 plan: SequentialPlan | None = None) -> dict[str, Path]:
-    """table.md, table.csv and success.png in `run_dir`; returns their paths."""
+def plot(records: Iterable[dict], path: Path) -> Path:
+    """Success per task and pooled ("all") per mode (controls hatched) with 95% Wilson intervals, one panel per
+    policy."""
+    records = list(records)
+    policies, modes, table = summarize(records)
+    table.update(_overall(records, None))
+
+    def cell(group, policy, mode):
+        c = table[group].get((policy, mode))
+        return None if c is None else (100 * c.rate.value, 100 * c.rate.low, 100 * c.rate.high)
+
+    return _bars(list(table), policies, modes, cell, "success (%)", 100, path)
+
+
+def progress_cells(records: Iterable[dict]) -> dict[tuple, dict[tuple[str, str], Bootstrap]]:
+    """{(task, perturbation) or (-1, "all"): {(policy, mode): mean progress with its 95% bootstrap interval}} over
+    the episodes with a progress score; {} when none has one."""
+    values: dict = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        p = _progress(r)
+        if p is not None:
+            for group in ((int(r["task_id"]), r["perturbation"]), (-1, "all")):
+                values[group][(r["policy"], r["mode"])].append(p)
+    return {group: {arm: paired_bootstrap(v, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED) for arm, v in arms.items()}
+            for group, arms in sorted(values.items(), key=lambda kv: (kv[0][0] == -1, kv[0]))}  # pooled last
+
+
+def progress_plot(records: Iterable[dict], path: Path) -> Path | None:
+    """Mean progress per task and pooled per mode with 95% bootstrap intervals, one panel per policy; None (no
+    file) when no episode has a progress score."""
+    cells = progress_cells(records)
+    if not cells:
+        return None
+    policies = sorted({p for arms in cells.values() for p, _ in arms})
+    modes = sorted({m for arms in cells.values() for _, m in arms}, key=_mode_key)
+    return _bars(list(cells), policies, modes, lambda g, p, m: cells[g].get((p, m)), "progress (mean)", 1.0, path)
+
+
+def _write_csv(path: Path, rows: list[dict], fields: list[str]) -> None:
     import csv
 
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict] = (),
+                 plan: SequentialPlan | None = None) -> dict[str, Path]:
+    """table.md, table.csv, comparisons.csv and success.png in `run_dir`, and failures.csv and progress.png where the
+    records have failure classes and progress scores; returns their paths."""
     run_dir = Path(run_dir)
-    outstanding = list(outstanding)
+    records, outstanding = list(records), list(outstanding)
     if not records:
         raise ValueError(f"{run_dir}: no episode records to report")
     run_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": run_dir / "table.md", "csv": run_dir / "table.csv", "plot": run_dir / "success.png"}
-    paths["markdown"].write_text(markdown_table(records, outstanding, plan) + "\n")
-    rows = csv_rows(records, outstanding, plan)
-    with paths["csv"].open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    paths = {"markdown": run_dir / "table.md", "csv": run_dir / "table.csv", "comparisons": run_dir / "comparisons.csv",
+             "plot": run_dir / "success.png"}
+    comps = comparisons(records)
+    paths["markdown"].write_text(_markdown(records, outstanding, plan, comps) + "\n")
+    rows = _csv_rows(records, outstanding, plan, comps)
+    _write_csv(paths["csv"], rows, list(rows[0]))
+    _write_csv(paths["comparisons"], comparison_rows(comps), COMPARISON_COLUMNS)
+    counted = failure_counts(records)
+    if counted is not None:
+        paths["failures"] = run_dir / "failures.csv"
+        _write_csv(paths["failures"], counted[1], list(counted[1][0]))
     plot(records, paths["plot"])
+    progress = progress_plot(records, run_dir / "progress.png")
+    if progress is not None:
+        paths["progress_plot"] = progress
     return paths

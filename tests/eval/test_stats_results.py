@@ -87,10 +87,14 @@ def test_report_pairs_by_seed_and_pools_tasks():
     assert (rows[("all", "scene_graph")]["successes"], rows[("all", "scene_graph")]["episodes"]) == (6, 6)
     assert rows[("all", "scene_graph")]["delta_pp"] == pytest.approx(100 * 5 / 6, abs=0.01)
     assert rows[("all", "scene_graph")]["mcnemar_p"] == pytest.approx(2 * 0.5**5, abs=1e-4)
-    assert "| all | all | 16.7 (1/6) | 100.0 (6/6) | +83.3 (p=0.062) |" in markdown_table(records)
+    # The pooled row gives the Holm-adjusted p beside the raw one (one comparison: the same); task rows keep raw p.
+    assert "| all | all | 16.7 (1/6) | 100.0 (6/6) | +83.3 (p=0.062, Holm 0.062) |" in markdown_table(records)
+    assert "| 1 | x | 33.3 (1/3) | 100.0 (3/3) | +66.7 (p=0.5) |" in markdown_table(records)
+    assert rows[("all", "scene_graph")]["mcnemar_p_holm"] == rows[("all", "scene_graph")]["mcnemar_p"]
+    assert rows[(1, "scene_graph")]["mcnemar_p_holm"] == "" and rows[("all", "standard")]["mcnemar_p_holm"] == ""
     # 5 of 6 pairs for the graph is not significant at 0.05 even after all of them (McNemar p = 0.062)
     plan = SequentialPlan(alpha=0.05, seeds=3, tasks=2)
-    assert "| +83.3 (p=0.062) | not decided |" in markdown_table(records, plan=plan)
+    assert "| +83.3 (p=0.062, Holm 0.062) | not decided |" in markdown_table(records, plan=plan)
     assert {r["sequential"] for r in csv_rows(records, plan=plan) if r["mode"] == "scene_graph"} == {"inconclusive"}
 
 
