@@ -218,7 +218,7 @@ def test_the_ray_executor_records_what_the_local_one_records(cluster, tiny_act, 
     policies = [{"type": "prompt_grounded"}, {"type": "expert"}, {"type": "act", "path": tiny_act}]
     runs = {}
     for executor in ("local", "ray"):
-        cfg = _plan(tmp_path / executor, policies, executor=executor, policy_server={"serve": "all"},
+        cfg = _plan(tmp_path / executor, policies, episodes=1, executor=executor, policy_server={"serve": "all"},
                     ray={"address": cluster.address})
         summary = run_plan(cfg, progress=False)
         assert summary.complete and summary.recorded == len(plan(cfg)), summary
@@ -272,7 +272,7 @@ def _table_rows(command: list[str]) -> list[str]:
 @in_loopback_namespace
 def test_sgvla_eval_on_ray_prints_the_local_table(cluster, tmp_path):
     base = [sys.executable, "-m", "sgvla.cli", "eval", "--config", "config/eval/default.yaml", "--quiet",
-            "tasks=[0]", "episodes=1"]
+            "tasks=[0]", "episodes=1", "policies=[{type: prompt_grounded}]", "modes=[standard, scene_graph]"]
     local = _table_rows([*base, "--out", str(tmp_path / "local")])
     on_ray = _table_rows([*base, "executor=ray", f"ray.address={cluster.address}", "--out", str(tmp_path / "ray")])
     assert on_ray == local
