@@ -12,6 +12,11 @@ one class: register it and say how it builds the context block from the view's l
 
 Prompts are written with the scene-graph core's serializer, so the text is the same wherever sgvla composes
 prompts (the episode engine, in process and in the ROS policy node).
+
+The control arms (``filler``, ``wrong_graph``, ``shuffled_graph``: the graph's shape without its facts) live in
+:mod:`sgvla.core.controls` and are registered with this module (imported at its end). They need the episode's
+``ContextInputs`` (seed, the policy's token counter), so they override :meth:`ContextMode.context`; the modes above
+read only the graph and ignore them.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class ContextMode(Choice, kind="context mode"):
     needs_boxes: ClassVar[bool] = False  # reads boxes, which not every graph source gives
     baseline: ClassVar[bool] = False  # the mode the others are compared with (one registered mode is)
     label: ClassVar[str] = ""  # short name in report columns and plots ("" = the registered name)
+    control: ClassVar[bool] = False  # the graph's shape without its facts (reports compare scene_graph with it)
 
     def block(self, view_graph: ViewGraph, view: str, ontology: Ontology, style: str) -> tuple[str, int]:
         """(context block, triplets shown) for the view's graph; only called when `uses_graph`."""
@@ -135,5 +141,8 @@ class SceneGraphAndBoxes(SerializedContext):
 def context_mode(name: str) -> ContextMode:
     return ContextMode.choice(name)()
 
+
+# The control modes register themselves with ContextMode: whoever imports the modes gets them too.
+import sgvla.core.controls  # noqa: E402, F401
 
 __all__ = ["STYLES", "Context", "ContextInputs", "ContextMode", "context_mode"]

@@ -73,6 +73,8 @@ class RemotePolicy:
         return self._call("act", StepInput(step.observation, step.prompt, step.scene, info))
 
     def prompt_budget(self, prompt: str) -> PromptBudget | None:
+        """The policy's count of `prompt`; before `reset` too (the server counts it with a fresh session), since the
+        episode engine builds the first prompt, which a control mode sizes in tokens, before it resets the policy."""
         return self._call("budget", prompt)
 
     def decision(self) -> dict[str, Any]:

@@ -44,6 +44,7 @@ class _Host:
     def __init__(self, policy: BatchPolicy, max_batch: int, max_wait_s: float):
         self.policy, self.max_batch, self.max_wait_s = policy, max_batch, max_wait_s
         self.sessions: dict[str, Any] = {}
+        self._unopened: Any = None  # a session never reset: counts prompts before an episode's reset (`budget`)
         self.batch_sizes: Counter = Counter()
         self._lock = threading.Lock()
         self._cond = threading.Condition()
@@ -55,6 +56,13 @@ class _Host:
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         with self._lock:
             return fn(*args)
+
+    def fresh_budget(self, prompt: str) -> Any:
+        """The prompt budget as a session that was never reset counts it (zero state): what the episode engine asks
+        for while it builds its first prompt, before `reset` opens the episode's session. Call under `run`."""
+        if self._unopened is None:
+            self._unopened = self.policy.open_session()
+        return self.policy.session_budget(self._unopened, prompt)
 
     def act(self, session: Any, step: StepInput) -> Any:
         request = _Request(session, step)
@@ -114,6 +122,9 @@ class _Host:
             for session in self.sessions.values():
                 self.policy.close_session(session)
             self.sessions.clear()
+            if self._unopened is not None:
+                self.policy.close_session(self._unopened)
+                self._unopened = None
             self.policy.close()
 
 
@@ -143,7 +154,8 @@ class PolicyServer:
 
     def call(self, policy: str, session: str, method: str, *args: Any) -> Any:
         """One call of a `RemotePolicy`: `reset(prompt, seed)` (opens the session anew), `act(step)`,
-        `budget(prompt)`, `decision()`, `close()`. Raises what the policy raised (PolicyGaveUp included)."""
+        `budget(prompt)`, `decision()`, `close()`. Raises what the policy raised (PolicyGaveUp included). `budget`
+        needs no open session (a context mode counts tokens before the episode's `reset`: a fresh session counts)."""
         host = self._hosts.get(policy)
         if host is None:
             raise KeyError(f"this policy server serves {self.policies}, not {policy!r}")
@@ -155,6 +167,8 @@ class PolicyServer:
             state = host.sessions.pop(session, None)
             return None if state is None else host.run(host.policy.close_session, state)
         state = host.sessions.get(session)
+        if state is None and method == "budget":
+            return host.run(host.fresh_budget, *args)
         if state is None:
             raise KeyError(f"policy {policy}: no session {session!r} (reset() opens one; a restarted server has "
                            "none of its predecessor's)")
