@@ -22,12 +22,12 @@ from sgvla_ros.so101_arm import joint_state
 from std_msgs.msg import String
 
 import sgvla.plugins  # noqa: F401  (registers the context modes)
-from sgvla.core.context import ContextMode
+from sgvla.core.context import ContextInputs, ContextMode
 from sgvla.scene_graph import Graph, ViewGraph, load_ontology
 from sgvla.so101.arm_suite import So101HardwareSuite
 from sgvla.so101.cameras import AGENTVIEW
 from sgvla.so101.hardware.joints import from_radians
-from sgvla.so101.learned import ChunkedActor, So101Checkpoint, So101Observation
+from sgvla.so101.learned import ChunkedActor, So101Checkpoint, So101LeRobotPolicy, So101Observation
 
 
 class SO101Policy(ResourceNode):
@@ -39,7 +39,9 @@ class SO101Policy(ResourceNode):
         self.declare_parameter("rate_hz", 30.0)  # the control rate (the rig's control_rate_hz, the dataset's fps)
         self.declare_parameter("refill_at", 0.5)  # ask for the next chunk when this share of the current one is left
         self.declare_parameter("min_inference_s", 0.0)  # pad each inference to at least this long
-        self.declare_parameter("mode", "standard")  # context mode: standard, scene_graph, scene_graph_full
+        # context mode: standard, scene_graph, scene_graph_full, or a control (filler, wrong_graph, shuffled_graph)
+        self.declare_parameter("mode", "standard")
+        self.declare_parameter("seed", 0)  # seeds the controls' text (filler words, shuffled names)
         self.declare_parameter("view", AGENTVIEW)  # the camera whose scene graph the prompt carries
         self.declare_parameter("ontology", So101HardwareSuite.ontology)  # object names of the graph
         self.declare_parameter("context_style", "reference")  # how the graph is written into the prompt
@@ -56,6 +58,10 @@ class SO101Policy(ResourceNode):
         self.graph: ViewGraph | None = None
         self.checkpoint = So101Checkpoint(param("policy_path"), device=param("device"),
                                           min_inference_s=param("min_inference_s"))
+        # Controls match the graph block's length in the checkpoint's own tokens (words when it has no language input).
+        meter = So101LeRobotPolicy(self.checkpoint, "so101_policy").meter
+        self.inputs = ContextInputs(seed=param("seed"),
+                                    count_tokens=None if meter is None else lambda text: meter.budget(text).tokens)
         self.refill_at = param("refill_at")
         self.prompt = param("prompt")
         self.actor: ChunkedActor | None = None
@@ -96,7 +102,7 @@ class SO101Policy(ResourceNode):
         """The prompt of this step (None while the mode waits for its first graph)."""
         if self.mode.uses_graph and self.graph is None:
             return None
-        return self.mode.context(self.prompt, self.graph, self.view, self.ontology, self.style).prompt
+        return self.mode.context(self.prompt, self.graph, self.view, self.ontology, self.style, self.inputs).prompt
 
     def observe(self) -> So101Observation | None:
         if self.positions is None or any(c not in self.images for c in self.checkpoint.cameras):

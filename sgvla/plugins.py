@@ -3,6 +3,7 @@ context modes. The CLI, the ROS nodes and the tests import this module; the laye
 (a plan naming an unregistered choice fails when it loads, listing the registered ones)."""
 
 import sgvla.core.context  # noqa: F401  the paper's five context modes
+import sgvla.core.controls  # noqa: F401  the control arms: filler, wrong_graph, shuffled_graph
 import sgvla.core.graph_source  # noqa: F401  ground_truth
 import sgvla.libero.suite  # noqa: F401  libero_spatial
 import sgvla.policies.registry  # noqa: F401  LeRobot checkpoints: act, smolvla, pi0, pi05, lerobot

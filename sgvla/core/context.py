@@ -141,8 +141,4 @@ class SceneGraphAndBoxes(SerializedContext):
 def context_mode(name: str) -> ContextMode:
     return ContextMode.choice(name)()
 
-
-# The control modes register themselves with ContextMode: whoever imports the modes gets them too.
-import sgvla.core.controls  # noqa: E402, F401
-
 __all__ = ["STYLES", "Context", "ContextInputs", "ContextMode", "context_mode"]

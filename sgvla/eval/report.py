@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import sgvla.core.controls  # noqa: F401  (registers the control modes, whose class says `control`)
 from sgvla.core.context import ContextMode
 from sgvla.core.sequential import SequentialResult, sequential_mcnemar
 from sgvla.core.stats import (WILCOXON_EXACT_MAX, Bootstrap, PairedTest, Rate, holm, paired_bootstrap, paired_test,
@@ -45,8 +46,6 @@ from sgvla.core.stats import (WILCOXON_EXACT_MAX, Bootstrap, PairedTest, Rate, h
 # The registered context modes say which one is the baseline and how each is labelled (ContextMode.baseline, .label).
 BASELINE = next(name for name, mode in ContextMode.choices().items() if mode.baseline)
 TREATMENT = "scene_graph"  # the mode compared with each control
-# Controls by name, for modes whose class is not registered here or does not say (`control`) whether it is one.
-CONTROL_NAMES = ("filler", "wrong_graph", "shuffled_graph")
 FAILURE_CLASSES = ("wrong_object", "missed_grasp", "dropped", "timed_out", "gave_up", "perceived_nothing", "unknown")
 BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 10_000, 0
 
@@ -58,9 +57,8 @@ def short(mode: str) -> str:
 
 
 def is_control(mode: str) -> bool:
-    """Whether a mode is a control: its registered class's `control`, else whether its name is a known control."""
-    flag = getattr(ContextMode.choices().get(mode), "control", None)
-    return mode in CONTROL_NAMES if flag is None else bool(flag)
+    """Whether a mode is a control: its registered class says so (`ContextMode.control`); an unregistered name is not."""
+    return bool(getattr(ContextMode.choices().get(mode), "control", False))
 
 
 def _mode_key(mode: str) -> tuple:

@@ -98,9 +98,10 @@ def synthetic(modes=tuple(WINS), policy="pi0", progress=True, failure_class=True
     return records
 
 
-def test_controls_are_known_by_class_or_by_name():
+def test_controls_are_known_by_their_registered_class():
     assert is_control("filler") and is_control("wrong_graph") and is_control("shuffled_graph")
     assert not is_control("scene_graph") and not is_control("standard") and not is_control("bounding_boxes")
+    assert not is_control("an_unregistered_mode")
 
     @dataclass
     class Blank(ContextMode):

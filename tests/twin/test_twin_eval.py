@@ -46,7 +46,7 @@ def test_under_the_ambiguous_prompt_only_the_graph_finds_the_target(tmp_path):
     two identical bowls (`tie_break: first` takes the nearer one, the wrong one here); the graph's triplets single
     out the target."""
     done = sgvla_eval("policies=[{type: prompt_grounded, tie_break: first}]", "tasks=[1]", "episodes=1",
-                      "--out", str(tmp_path),
+                      "modes=[standard, scene_graph]", "--out", str(tmp_path),
                       plan="config/eval/so101_twin_ambiguous.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     by_mode = {r["mode"]: r for r in records_of(tmp_path)}
