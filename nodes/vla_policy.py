@@ -10,6 +10,11 @@ step, and returns the record as the action's result. Lock-step (`lockstep: true`
 the inputs of step k, once. Free-running: acts on the newest step it has. A component that fails (the
 environment's reset or step, inputs that stop coming) ends the episode with a record marked as an
 infrastructure failure, never as the policy's failure.
+
+Progress: where the suite has stages (`SuiteConfig.stages`), the node reads `sim/scene` for every policy, the last
+step's included, and gives the engine the scenes `sgvla eval` gives it in process, at the same steps (a learned
+policy's steps carry them too, as in process; it reads none). The record's progress fields ride in its `extra`
+(the message has no fields for them).
 """
 
 from collections import OrderedDict
@@ -157,7 +162,8 @@ class VLAPolicy(ResourceNode):
             facts = {"perturbation_applied": response.perturbation_applied, **values_of(response.episode_facts)}
             info = {"pick_place": suite.controller_factory()}
             episode = Episode(key, policy, mode, source, load_ontology(suite.ontology), view=goal.view,
-                              max_steps=int(response.max_steps), style=goal.context_style, info=info)
+                              max_steps=int(response.max_steps), style=goal.context_style, info=info,
+                              stages=suite.stages(int(goal.task_id)))
             await self.run(goal, goal_handle, episode, suite, config, response)
             record = episode.record(**facts)
         except InfrastructureFailure as exc:
@@ -171,7 +177,7 @@ class VLAPolicy(ResourceNode):
         finally:
             self.busy = False
         goal_handle.succeed()
-        return RunEpisode.Result(record=record_msg(record))
+        return RunEpisode.Result(record=record_msg(record.in_extra()))
 
     @staticmethod
     def _failed(goal, exc, facts):
@@ -193,18 +199,18 @@ class VLAPolicy(ResourceNode):
             raise InfrastructureFailure(f"reset failed: {response.message}")
         return response
 
-    def step_inputs(self, goal, config, suite, cameras, step: int):
-        """The inputs of (episode, step) once all have arrived, else None."""
+    def step_inputs(self, goal, config, suite, cameras, step: int, scened: bool):
+        """The inputs of (episode, step) once all have arrived, else None; the scene (its message) with `scened`."""
         e = goal.episode
         status = self.inputs["status"].get((e, step))
         if status is None:
             return None
         if status.error:
             raise InfrastructureFailure(f"the environment failed at step {step}: {status.error}")
-        if status.done and step > 0:
-            return status, None, None, None
+        scene = self.inputs["scene"].get((e, step)) if scened else True
+        if status.done and step > 0:  # the last step: its scene (for progress), nothing to act on
+            return None if scene is None else (status, scene, None, None)
         graph = self.inputs["graph"].get((e, step))
-        scene = self.inputs["scene"].get((e, step)) if config.needs_scene else True
         if graph is None or scene is None:
             return None
         observation = Observation({}, {}, {}, status.task)
@@ -222,21 +228,23 @@ class VLAPolicy(ResourceNode):
     async def run(self, goal, goal_handle, episode, suite, config, response):
         timeout = self.get_parameter("step_timeout_s").value
         cameras = [c for c in response.camera_names if c in self.cameras] if config.learned else []
+        scened = config.needs_scene or episode.stages is not None  # the policy reads the scene, or progress does
         step = 0
         while True:
             status, scene_msg, graph, observation = await self.wait_for(
-                lambda s=step: self.step_inputs(goal, config, suite, cameras, s), f"input of step {step}", timeout)
+                lambda s=step: self.step_inputs(goal, config, suite, cameras, s, scened), f"input of step {step}",
+                timeout)
             if not self.lockstep:  # act on the newest step that has arrived
                 newest = max((s for e, s in self.inputs["status"] if e == goal.episode), default=step)
                 for skipped in range(step + 1, newest + 1):
-                    later = self.step_inputs(goal, config, suite, cameras, skipped)
+                    later = self.step_inputs(goal, config, suite, cameras, skipped, scened)
                     if later is None:
                         break
-                    episode.observe(False, False)
+                    episode.observe(False, False, self.scene_at(goal, episode.steps + 1) if scened else None)
                     step, (status, scene_msg, graph, observation) = skipped, later
-            if step > 0 and episode.observe(status.success, status.done):
+            scene, facts = scene_of(scene_msg) if scened else (None, {})
+            if step > 0 and episode.observe(status.success, status.done, scene):
                 return
-            scene, facts = scene_of(scene_msg) if config.needs_scene else (None, {})
             episode.info.update(facts)
             episode.source.current = view_graph_of(graph)
             if step == 0:
@@ -251,6 +259,11 @@ class VLAPolicy(ResourceNode):
             goal_handle.publish_feedback(RunEpisode.Feedback(step=step, success=False,
                                                              context_ms=1000 * episode.context_s))
             step += 1
+
+    def scene_at(self, goal, step: int):
+        """The scene of (episode, step) as it arrived, or None."""
+        msg = self.inputs["scene"].get((goal.episode, step))
+        return None if msg is None else scene_of(msg)[0]
 
     def publish_prompt(self, goal, episode, step):
         prompt = episode.context.prompt

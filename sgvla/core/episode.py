@@ -10,8 +10,14 @@ so both run the same code for the same seeds::
         if action is None:                   # None: the policy gave up (PolicyGaveUp), the episode is over
             break
         step, success, done = <apply action>
-        engine.observe(success, done)        # counts the step; success, the backend's end or the limit end it
+        engine.observe(success, done, step.scene)  # counts the step; success, the backend's end or the limit end it
     record = engine.record(...)              # one typed EpisodeRecord
+
+Progress (`sgvla.core.progress`): given the suite's stage spec (`stages`) and the task's goal (`info["goal"]`), the
+engine tracks the stages the episode reaches from the scene of the first step (`start`) and of every step after an
+action (`observe`), and the record holds `progress`, `stages` and `failure_class`. Both drivers pass the same scenes
+at the same steps, so their records agree; where no scene comes (a physical arm without perception), progress is
+unknown (None) and a failure that was not a give-up is of class ``unknown``.
 
 A component that cannot do its job (a graph source without a graph, a simulator that crashed, a node that is
 gone) raises :class:`InfrastructureFailure`; :meth:`Episode.record_failure` turns that into a record that is
@@ -22,6 +28,7 @@ policy's failure, with the reason in ``failure_reason`` (a result, counted).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -31,6 +38,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from sgvla.core.context import Context, ContextInputs, ContextMode
+from sgvla.core.progress import PickPlaceSpec, PickPlaceStages, summarize
 from sgvla.core.protocols import GraphSource, Policy, PolicyGaveUp, PromptBudget, Step, StepInput
 from sgvla.scene_graph import Ontology, ViewGraph
 
@@ -62,7 +70,11 @@ class EpisodeRecord:
 
     `infra_failure` is set (with the reason) when the machinery failed: such a record is no result and is not
     counted; the episode is run again. `decision` holds what the policy decided (e.g. its grounding) and is stored
-    flat as `decision_<key>`, `control` what a control mode showed (`control_<key>`); `extra` holds what a runner or backend adds (perturbation, render profile, ...)."""
+    flat as `decision_<key>`, `control` what a control mode showed (`control_<key>`); `extra` holds what a runner or backend adds (perturbation, render profile, ...).
+
+    `progress`, `stages`, `failure_class`: see `sgvla.core.progress` (progress None: unknown; failure_class "" on
+    success, None in records written before it existed or without a result). A transport whose message has no
+    fields for them carries them in `extra` (`in_extra`); a record built with them there takes them back."""
 
     policy: str
     task_id: int
@@ -92,6 +104,21 @@ class EpisodeRecord:
     decision: dict[str, Any] = field(default_factory=dict)
     control: dict[str, Any] = field(default_factory=dict)  # what a control mode showed (first step), `control_<key>`
     extra: dict[str, Any] = field(default_factory=dict)
+    progress: float | None = None  # fraction of the stages reached, in [0, 1]; None: unknown
+    stages: dict[str, int] = field(default_factory=dict)  # stage -> the first step it was reached (reached ones)
+    failure_class: str | None = None  # "" on success; None: not recorded
+
+    def __post_init__(self) -> None:
+        for name in PROGRESS_FIELDS:
+            if name in self.extra:
+                setattr(self, name, self.extra.pop(name))
+
+    def in_extra(self) -> EpisodeRecord:
+        """A copy whose progress fields ride in `extra`, for a message that has no fields for them (the ROS
+        EpisodeRecord): the record rebuilt from it on the other side takes them back (`__post_init__`)."""
+        record = copy.copy(self)
+        record.extra = {**self.extra, **{name: getattr(self, name) for name in PROGRESS_FIELDS}}
+        return record
 
     @property
     def key(self) -> EpisodeKey:
@@ -126,6 +153,9 @@ class EpisodeRecord:
         return cls(**known, source_stats=stats, decision=decision, control=control, extra=rest)
 
 
+PROGRESS_FIELDS = ("progress", "stages", "failure_class")
+
+
 def _plain(x: Any) -> Any:
     if isinstance(x, np.generic):
         return x.item()
@@ -138,12 +168,15 @@ class Episode:
     """One episode of (policy, task, perturbation, mode, seed); see the module docstring."""
 
     def __init__(self, key: EpisodeKey, policy: Policy, mode: ContextMode, source: GraphSource, ontology: Ontology,
-                 *, view: str, max_steps: int, style: str = "reference", info: Mapping[str, Any] | None = None):
+                 *, view: str, max_steps: int, style: str = "reference", info: Mapping[str, Any] | None = None,
+                 stages: PickPlaceSpec | None = None):
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.key, self.policy, self.mode, self.source = key, policy, mode, source
         self.ontology, self.view, self.style, self.max_steps = ontology, view, style, max_steps
         self.info = dict(info or {})
+        self.stages = stages  # the suite's stage spec; None: progress unknown
+        self.tracker: PickPlaceStages | None = None  # made at start, for the goal in `info`
         self.task = ""
         self.context: Context | None = None
         self.start_prompt = ""
@@ -176,8 +209,12 @@ class Episode:
     def start(self, task: str, step: Step, reference: ViewGraph | None = None) -> None:
         """Begin: the reference graph of the first frame (for the record), the first context, the policy's reset.
         `reference` is the ground-truth view graph where one is known (its size and visible objects are recorded;
-        a VLM source's graph is not a reference)."""
+        a VLM source's graph is not a reference). Progress is tracked from here when the engine has a stage spec
+        and `info` the task's goal, (target, place)."""
         self.task, self.reference = task, reference
+        goal = self.info.get("goal")
+        self.tracker = self.stages.tracker(*goal) if self.stages is not None and goal else None
+        self._track(step.scene)
         self.source.reset()
         self.context = self._context(step)
         self.policy.reset(self.context.prompt, seed=self.key.seed)
@@ -204,12 +241,18 @@ class Episode:
             return None
         return np.asarray(action, dtype=np.float64).reshape(-1)
 
-    def observe(self, success: bool, done: bool) -> bool:
-        """The outcome of the step just taken; True when the episode is over (success, done, or the limit)."""
+    def observe(self, success: bool, done: bool, scene: Any = None) -> bool:
+        """The outcome of the step just taken and the scene after it (None: none known); True when the episode is
+        over (success, done, or the limit)."""
         self.steps += 1
         self.success = bool(success)
         self.done = bool(success or done or self.steps >= self.max_steps)
+        self._track(scene)
         return self.done
+
+    def _track(self, scene: Any) -> None:
+        if self.tracker is not None and scene is not None:
+            self.tracker.observe(self.steps, scene)
 
     def record(self, **extra: Any) -> EpisodeRecord:
         """The finished episode's record; `extra` adds runner or backend facts (perturbation_applied, ...)."""
@@ -226,7 +269,7 @@ class Episode:
             prompt_truncated=budget.truncated if budget else False,
             failure_reason=self._failure_reason(),
             source_stats=self.source.stats(), decision=self.policy.decision(), control=self._start_control,
-            extra=extra)
+            extra=extra, **dataclasses.asdict(summarize(self.tracker, self.success, self.steps, self.gave_up)))
 
     def _failure_reason(self) -> str:
         if self.success:
@@ -239,4 +282,5 @@ class Episode:
         record.success = False
         record.failure_reason = ""
         record.infra_failure = f"{type(error).__name__}: {error}"
+        record.progress, record.stages, record.failure_class = None, {}, None  # no result
         return record

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from sgvla.core.progress import PickPlaceSpec
 from sgvla.core.protocols import Backend
 from sgvla.core.registry import Choice
 from sgvla.core.state import RobotState
@@ -76,8 +77,14 @@ class SuiteConfig(Choice, kind="suite"):
 
     def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None
                      ) -> Backend:
-        """The backend of one task; it ends episodes at `max_steps` (None: the suite's limit)."""
+        """The backend of one task; it ends episodes at `max_steps` (None: the suite's limit). A suite whose tasks
+        have stages returns it `with_stages`."""
         raise NotImplementedError
+
+    def stages(self, task_id: int) -> PickPlaceSpec | None:
+        """How the progress of a task's episodes is read from its scenes (`sgvla.core.progress`: the embodiment's
+        thresholds; target and place come from the task's goal); None: no scene to read it from (unknown)."""
+        return None
 
     @classmethod
     def rendered(cls) -> tuple[str, ...]:
@@ -116,3 +123,11 @@ class SuiteConfig(Choice, kind="suite"):
     def lerobot_env_config(self) -> Any:
         """LeRobot's env config for learned policies on this suite (their processors read it); None: none."""
         return None
+
+
+def with_stages(backend: Backend, stages: PickPlaceSpec | None) -> Backend:
+    """`backend`, carrying its suite's stage spec as ``backend.stages``: what the in-process loop tracks progress
+    with (the worker that runs it knows the backend, not the suite's task); the policy node over topics asks the
+    suite itself (`SuiteConfig.stages`)."""
+    backend.stages = stages  # type: ignore[attr-defined]
+    return backend

@@ -9,11 +9,15 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from sgvla.core.progress import PickPlaceSpec
 from sgvla.core.state import RobotState
-from sgvla.eval.suite import SuiteConfig
+from sgvla.eval.suite import SuiteConfig, with_stages
 from sgvla.libero.cameras import CAMERAS, DEFAULT_CAMERAS
 
 IMAGE_SIZES = (32, 1024)  # pixels, inclusive: what the renderer was run at (policies are trained at 128-256)
+# The Panda's stages (sgvla.core.progress): its fingers' gap (0.08 m open; ~5 mm on a bowl's wall) is closed below
+# half open; the defaults' distances fit LIBERO's bowls (the expert's grasp moves the bowl ~1.5 cm before it rises).
+PANDA_STAGES = PickPlaceSpec(opening=(1.0, -1.0), closed_below=0.04)
 
 
 @SuiteConfig.register("libero_spatial")
@@ -51,9 +55,14 @@ class LiberoSpatialSuite(SuiteConfig):
         from sgvla.libero.env import make_backend
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
-        return make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
-                            image_size=self.image_size, render_images=render_images, lean_step=self.lean_step,
-                            **limit)
+        backend = make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
+                               image_size=self.image_size, render_images=render_images, lean_step=self.lean_step,
+                               **limit)
+        return with_stages(backend, self.stages(task_id))
+
+    def stages(self, task_id: int) -> PickPlaceSpec:
+        """Every task moves a bowl onto the plate (the BDDL goal the success check reads): the Panda's stages."""
+        return PANDA_STAGES
 
     def cameras_of(self, task_id: int, perturbation: str) -> tuple[str, ...]:
         from sgvla.libero.perturbations import load_perturbations

@@ -57,6 +57,11 @@ goal and the ``cameras``' images per control step of the run, the layout of `sgv
 and marked in its ``sgvla_rollouts.jsonl``; the record holds ``rollout_dataset``, ``rollout_episode`` and
 ``rollout_frames``. An episode cut short (a kill, an infrastructure failure) is not saved.
 
+Progress (`sgvla.core.progress`): the operator's verdict is the success, and so the stage ``placed``. With
+perception the other stages are read from the scene as perceived after each control step (a step whose perception
+is not fresh is skipped; the policy need not read the scene); without it nothing knows where the objects are, and
+the record's progress is unknown (None) with failure class ``unknown`` (or ``gave_up``).
+
 The keyboard: lines typed into the node's terminal (`on_keyboard`) count as well: Enter (or start) confirms, stop
 stops, anything else is a verdict (its source: keyboard), under the same rules. Operator text that is none of these
 is refused on `eval/operator` with what is valid, and waited for again.
@@ -374,6 +379,14 @@ class ArmProtocol:
                                                                  [p.x, p.y, p.z]), 0.0, 0, 0.0)
         return perceived_scene(poses, markers, self.kinematics, self.radians, task)
 
+    def perceived_or_none(self, task: str):
+        """The perceived scene for progress alone: None (the step's stages unknown) when perception is not fresh, which
+        fails no episode whose policy does not read the scene."""
+        try:
+            return self.perceived(task)
+        except InfrastructureFailure:
+            return None
+
     def observation(self, prompt: str, cameras=()) -> Observation:
         """The arm now: joints in LeRobot units (``agent_pos``, JOINTS order) and the cameras' newest images."""
         positions = self.present()
@@ -423,7 +436,8 @@ class ArmProtocol:
         if reads_scene and not suite.knows_objects:
             raise ValueError(f"policy {goal.policy_type} reads object positions, which the suite does not know as "
                              f"configured{suite.setup_hint()}")
-        info = suite.episode_info(key.task_id, key.perturbation) if reads_scene else {}
+        stages = suite.stages(key.task_id)  # with perception; None: progress unknown
+        info = suite.episode_info(key.task_id, key.perturbation) if reads_scene or stages is not None else {}
         if reads_scene:  # the controller's IK model is compiled now (seconds), not in the first control tick
             info["pick_place"](*info["goal"])
         period = 1.0 / suite.control_rate_hz
@@ -454,14 +468,16 @@ class ArmProtocol:
                                  lambda: self.fresh(self.objects, "perception/objects"))
                   if suite.perception else NoGraph())
         engine = Episode(key, policy, ContextMode.choice(key.mode)(), source, load_ontology(suite.ontology),
-                         view=goal.view, max_steps=max_steps, info=info)
+                         view=goal.view, max_steps=max_steps, info=info, stages=stages)
         self.ports.publish_task(prompt)
         t = self.clock()
         stopped_by, early = "time limit", False
         scene = (lambda: self.perceived(prompt)) if reads_scene else (lambda: None)  # noqa: E731
+        seen = (lambda: self.perceived_or_none(prompt)) if stages is not None else (lambda: None)  # noqa: E731
         if self.rollouts is not None:
             self.rollouts.begin(prompt)
-        engine.start(prompt, Step(self.observation(prompt, cameras), scene()))
+        observation = self.observation(prompt, cameras)
+        engine.start(prompt, Step(observation, scene() if reads_scene else seen()))
         next_tick = self.clock()
         while not engine.done:
             observation = self.observation(prompt, cameras)
@@ -483,7 +499,7 @@ class ArmProtocol:
             if operator_stop:
                 stopped_by = "operator"
                 early = self.verdicts.given and "stop" not in self.confirms and self.clock() - t < EARLY_VERDICT_S
-            engine.observe(False, operator_stop)
+            engine.observe(False, operator_stop, seen())
         timings["run"] = self.clock() - t
 
         t = self.clock()
@@ -495,6 +511,7 @@ class ArmProtocol:
         while (left := self.verdicts.window_left()) > 0:  # a correction may still replace it
             await sleep(min(left, 0.05))
         verdict, history = self.verdicts.close()
+        engine.success = verdict.success  # the operator's verdict is the success, and the stage placed
         record = engine.record(perturbation_applied=perturbation, home_start_error_deg=round(start_error, 3),
                                **verdict_facts(verdict, stopped_by, error, timings), verdict_history=history,
                                early_verdict=early)

@@ -106,6 +106,15 @@ class So101HardwareSuite(SuiteConfig):
         return {"goal": (TARGET, layout.place), "table_center": [*config.table_center_xy, 0.0],
                 "pick_place": _controller_factory()}
 
+    def stages(self, task_id: int):
+        """With perception, the stages are read from the perceived scene (the operator's verdict stays the success);
+        without it nothing knows where the objects are: None, progress unknown."""
+        if not self.perception:
+            return None
+        from sgvla.so101.twin.suite import so101_stages
+
+        return so101_stages()
+
     def lerobot_env_config(self):
         """Checkpoints load by the features of the data they were trained on; on the arm their chunks are computed
         while the current one plays (`So101ChunkedPolicy`: the control loop never waits)."""

@@ -16,10 +16,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from sgvla.core.progress import PickPlaceSpec
 from sgvla.core.state import RobotState
 
-from sgvla.eval.suite import SuiteConfig
+from sgvla.eval.suite import SuiteConfig, with_stages
 from sgvla.so101.cameras import AGENTVIEW, WRIST
+
+
+def so101_stages() -> PickPlaceSpec:
+    """The SO101's stages (sgvla.core.progress), on the twin and the arm: the jaw (radians) is closed below the angle
+    perception's carry rule uses (between the pick-and-place's open and closed angles); the defaults' distances fit
+    the tabletop's bowls."""
+    from sgvla.so101.twin.pick_place import PickPlaceParams
+
+    return PickPlaceSpec(opening=(1.0,), closed_below=PickPlaceParams().closed_below)
 
 
 @SuiteConfig.register("so101_twin")
@@ -57,8 +67,14 @@ class So101TwinSuite(SuiteConfig):
         from sgvla.so101.twin.backend import TwinBackend
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
-        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
-                           perturbation=perturbation, perception=self.perception, **limit)
+        backend = TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
+                              perturbation=perturbation, perception=self.perception, **limit)
+        return with_stages(backend, self.stages(task_id))
+
+    def stages(self, task_id: int) -> PickPlaceSpec:
+        """Every task moves the target bowl onto the place object (what `So101Twin.success` reads). With perception
+        the stages are read from the perceived scene (what the system under test knew), success from the simulator."""
+        return so101_stages()
 
     @property
     def perceives(self) -> bool:
