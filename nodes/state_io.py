@@ -121,7 +121,10 @@ def record_msg(record: EpisodeRecord, header=None) -> EpisodeRecordMsg:
         else int(record.prompt_budget), triplets_kept=int(record.triplets_kept or 0),
         prompt_truncated=bool(record.prompt_truncated), failure_reason=record.failure_reason,
         infra_failure=record.infra_failure, video=record.video, source_stats=key_values(record.source_stats),
-        decision=key_values(record.decision), extra=key_values(record.extra))
+        decision=key_values(record.decision), extra=key_values(record.extra), control=key_values(record.control),
+        has_progress=record.progress is not None, progress=float(record.progress or 0.0),
+        stages=key_values(record.stages), has_failure_class=record.failure_class is not None,
+        failure_class=record.failure_class or "")
     if header is not None:
         msg.header = header
     return msg
@@ -138,4 +141,6 @@ def record_of(msg: EpisodeRecordMsg) -> EpisodeRecord:
         prompt_budget=(None if msg.prompt_budget < 0 else int(msg.prompt_budget)) if budget else None,
         triplets_kept=int(msg.triplets_kept) if budget else None, prompt_truncated=bool(msg.prompt_truncated),
         failure_reason=msg.failure_reason, infra_failure=msg.infra_failure, video=msg.video,
-        source_stats=values_of(msg.source_stats), decision=values_of(msg.decision), extra=values_of(msg.extra))
+        source_stats=values_of(msg.source_stats), decision=values_of(msg.decision), extra=values_of(msg.extra),
+        control=values_of(msg.control), progress=float(msg.progress) if msg.has_progress else None,
+        stages=values_of(msg.stages), failure_class=msg.failure_class if msg.has_failure_class else None)

@@ -177,7 +177,7 @@ class VLAPolicy(ResourceNode):
         finally:
             self.busy = False
         goal_handle.succeed()
-        return RunEpisode.Result(record=record_msg(record.in_extra()))
+        return RunEpisode.Result(record=record_msg(record))
 
     @staticmethod
     def _failed(goal, exc, facts):

@@ -42,13 +42,18 @@ class Context:
 @dataclass(frozen=True)
 class ContextInputs:
     """What a mode may draw on besides the view's graph: the episode's seed (controls are seeded) and the policy's
-    token counter (None when the policy has no tokenizer: count words)."""
+    token counter (it, or the counter itself, gives None when the policy has no tokenizer: words are counted)."""
 
     seed: int = 0
-    count_tokens: Callable[[str], int] | None = None
+    count_tokens: Callable[[str], int | None] | None = None
 
     def tokens(self, text: str) -> int:
-        return self.count_tokens(text) if self.count_tokens is not None else len(text.split())
+        n = self.count_tokens(text) if self.count_tokens is not None else None
+        return len(text.split()) if n is None else n
+
+    def counted_by(self, text: str) -> str:
+        """How `tokens(text)` counts: "tokenizer" (the policy's) or "words"."""
+        return "words" if self.count_tokens is None or self.count_tokens(text) is None else "tokenizer"
 
 
 @dataclass

@@ -163,10 +163,8 @@ class Filler(ControlMode):
             c = inputs.tokens(longer)
             if tokens < c <= target + 1:
                 body, text, tokens = [*body, word], longer, c
-        # A word count of the graph block equal to its token count: the counter is the word count (a tokenizer
-        # splits the block's underscored names and brackets into many more tokens than words).
-        counter = "words" if inputs.count_tokens is None or target == len(graph_text.split()) else "tokenizer"
-        return Shown(text, 0, {"kind": "filler", "tokens": tokens, "matched_tokens": target, "counter": counter})
+        return Shown(text, 0, {"kind": "filler", "tokens": tokens, "matched_tokens": target,
+                               "counter": inputs.counted_by(graph_text)})
 
 
 # -- wrong_graph ---------------------------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ policy's failure, with the reason in ``failure_reason`` (a result, counted).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -70,11 +69,11 @@ class EpisodeRecord:
 
     `infra_failure` is set (with the reason) when the machinery failed: such a record is no result and is not
     counted; the episode is run again. `decision` holds what the policy decided (e.g. its grounding) and is stored
-    flat as `decision_<key>`, `control` what a control mode showed (`control_<key>`); `extra` holds what a runner or backend adds (perturbation, render profile, ...).
+    flat as `decision_<key>`, `control` what a control mode showed (`control_<key>`); `extra` holds what a runner
+    or backend adds (perturbation, render profile, ...).
 
     `progress`, `stages`, `failure_class`: see `sgvla.core.progress` (progress None: unknown; failure_class "" on
-    success, None in records written before it existed or without a result). A transport whose message has no
-    fields for them carries them in `extra` (`in_extra`); a record built with them there takes them back."""
+    success, None in records written before it existed or without a result)."""
 
     policy: str
     task_id: int
@@ -108,18 +107,6 @@ class EpisodeRecord:
     stages: dict[str, int] = field(default_factory=dict)  # stage -> the first step it was reached (reached ones)
     failure_class: str | None = None  # "" on success; None: not recorded
 
-    def __post_init__(self) -> None:
-        for name in PROGRESS_FIELDS:
-            if name in self.extra:
-                setattr(self, name, self.extra.pop(name))
-
-    def in_extra(self) -> EpisodeRecord:
-        """A copy whose progress fields ride in `extra`, for a message that has no fields for them (the ROS
-        EpisodeRecord): the record rebuilt from it on the other side takes them back (`__post_init__`)."""
-        record = copy.copy(self)
-        record.extra = {**self.extra, **{name: getattr(self, name) for name in PROGRESS_FIELDS}}
-        return record
-
     @property
     def key(self) -> EpisodeKey:
         return EpisodeKey(self.policy, self.task_id, self.perturbation, self.mode, self.seed)
@@ -151,9 +138,6 @@ class EpisodeRecord:
                 if k not in names and not k.startswith("decision_") and not k.startswith("control_")}
         stats = {k: rest.pop(k) for k in list(rest) if k.startswith("vlm_")}
         return cls(**known, source_stats=stats, decision=decision, control=control, extra=rest)
-
-
-PROGRESS_FIELDS = ("progress", "stages", "failure_class")
 
 
 def _plain(x: Any) -> Any:
@@ -189,7 +173,7 @@ class Episode:
         self.context_s = 0.0
         self._acted = -1  # the step the policy last acted on
         self._start_control: dict[str, Any] = {}
-        self._tokens: dict[str, int] = {}  # text -> the policy's token count (controls match lengths every step)
+        self._tokens: dict[str, int | None] = {}  # text -> the policy's token count (controls match lengths)
         self._started = time.perf_counter()
 
     def _context(self, step: Step) -> Context:
@@ -199,11 +183,11 @@ class Episode:
         inputs = ContextInputs(seed=self.key.seed, count_tokens=self._count_tokens)
         return self.mode.context(self.task, view_graph, self.view, self.ontology, self.style, inputs)
 
-    def _count_tokens(self, text: str) -> int:
-        """The policy's token count of `text` (its tokenizer, through `prompt_budget`); words when it has none."""
+    def _count_tokens(self, text: str) -> int | None:
+        """The policy's token count of `text` (its tokenizer, through `prompt_budget`); None when it has none."""
         if text not in self._tokens:
             budget = self.policy.prompt_budget(text)
-            self._tokens[text] = budget.tokens if budget is not None else len(text.split())
+            self._tokens[text] = None if budget is None else budget.tokens
         return self._tokens[text]
 
     def start(self, task: str, step: Step, reference: ViewGraph | None = None) -> None:

@@ -2,8 +2,8 @@
 
 The ROS policy node drives the same engine from topics, so both give the same records for the same seeds: the
 engine sees the scene of every step, the last one's included (the sim_bridge publishes each step's scene, so the
-policy node passes the same ones), and tracks progress with the stage spec the suite gave the backend
-(`sgvla.eval.suite.with_stages`).
+policy node passes the same ones), and tracks progress with the suite's stages (`SuiteConfig.stages`), which
+whoever builds the engine gives it.
 """
 
 from collections.abc import Callable
@@ -23,8 +23,6 @@ def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None
     The backend's controller factory stays in process: scripted policies drive the backend's own arm with it."""
     obs = backend.reset(engine.key.seed)
     engine.info.update(backend.episode_info(), pick_place=backend.pick_place)
-    if engine.stages is None:
-        engine.stages = getattr(backend, "stages", None)
     scene = backend.scene()
     reference = backend.ground_truth([engine.view], scene=scene)[engine.view]  # the record's reference graph
     engine.start(backend.task, Step(obs, scene), reference)

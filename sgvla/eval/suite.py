@@ -77,8 +77,7 @@ class SuiteConfig(Choice, kind="suite"):
 
     def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None
                      ) -> Backend:
-        """The backend of one task; it ends episodes at `max_steps` (None: the suite's limit). A suite whose tasks
-        have stages returns it `with_stages`."""
+        """The backend of one task; it ends episodes at `max_steps` (None: the suite's limit)."""
         raise NotImplementedError
 
     def stages(self, task_id: int) -> PickPlaceSpec | None:
@@ -124,10 +123,3 @@ class SuiteConfig(Choice, kind="suite"):
         """LeRobot's env config for learned policies on this suite (their processors read it); None: none."""
         return None
 
-
-def with_stages(backend: Backend, stages: PickPlaceSpec | None) -> Backend:
-    """`backend`, carrying its suite's stage spec as ``backend.stages``: what the in-process loop tracks progress
-    with (the worker that runs it knows the backend, not the suite's task); the policy node over topics asks the
-    suite itself (`SuiteConfig.stages`)."""
-    backend.stages = stages  # type: ignore[attr-defined]
-    return backend

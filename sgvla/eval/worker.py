@@ -73,7 +73,8 @@ class Worker:
         backend = self.open(key.task_id)
         cfg = self.cfg
         return Episode(key, self.policy(key.policy), ContextMode.choice(key.mode)(), self.source, self.ontology,
-                       view=cfg.view, max_steps=cfg.max_steps or backend.max_steps, style=cfg.context_style)
+                       view=cfg.view, max_steps=cfg.max_steps or backend.max_steps, style=cfg.context_style,
+                       stages=cfg.suite.stages(key.task_id))
 
     def run(self, key: EpisodeKey) -> dict:
         """The episode's record (as results store it); raises when its infrastructure fails (after dropping a

@@ -11,7 +11,7 @@ import numpy as np
 
 from sgvla.core.progress import PickPlaceSpec
 from sgvla.core.state import RobotState
-from sgvla.eval.suite import SuiteConfig, with_stages
+from sgvla.eval.suite import SuiteConfig
 from sgvla.libero.cameras import CAMERAS, DEFAULT_CAMERAS
 
 IMAGE_SIZES = (32, 1024)  # pixels, inclusive: what the renderer was run at (policies are trained at 128-256)
@@ -55,10 +55,9 @@ class LiberoSpatialSuite(SuiteConfig):
         from sgvla.libero.env import make_backend
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
-        backend = make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
-                               image_size=self.image_size, render_images=render_images, lean_step=self.lean_step,
-                               **limit)
-        return with_stages(backend, self.stages(task_id))
+        return make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
+                            image_size=self.image_size, render_images=render_images, lean_step=self.lean_step,
+                            **limit)
 
     def stages(self, task_id: int) -> PickPlaceSpec:
         """Every task moves a bowl onto the plate (the BDDL goal the success check reads): the Panda's stages."""

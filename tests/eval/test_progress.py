@@ -198,13 +198,6 @@ def test_the_record_holds_progress_and_round_trips():
     data = json.loads(json.dumps(record.to_json()))
     assert data["progress"] == pytest.approx(0.6) and data["failure_class"] == "dropped"
     assert EpisodeRecord.from_json(data) == record
-    # A message without fields for them carries them in extra; the record rebuilt from it takes them back
-    carried = record.in_extra()
-    assert carried.extra["stages"] == record.stages and record.extra == {}
-    rebuilt = EpisodeRecord(*record.key, success=False, steps=record.steps, max_steps=10, wall_time_s=0.0,
-                            extra=json.loads(json.dumps(carried.extra)))
-    assert (rebuilt.progress, rebuilt.stages, rebuilt.failure_class, rebuilt.extra) == (
-        record.progress, record.stages, record.failure_class, {})
     # Records written before these fields existed still load (progress unknown, the class not recorded)
     old = {k: v for k, v in data.items() if k not in ("progress", "stages", "failure_class")}
     loaded = EpisodeRecord.from_json(old)
@@ -291,7 +284,7 @@ def libero():
 def libero_episode(backend, policy, max_steps):
     key = EpisodeKey("expert", 0, "none", "standard", 0)
     e = Episode(key, policy, ContextMode.choice("standard")(), GraphFree(), load_ontology("libero_spatial"),
-                view="agentview", max_steps=max_steps)
+                view="agentview", max_steps=max_steps, stages=SuiteConfig.choice("libero_spatial")().stages(0))
     return run_episode(backend, e)
 
 

@@ -2,7 +2,8 @@
 sim_bridge node builds the twin from the reset's suite, task, perturbation and seed, and judges success on the
 target bowl; the policy node drives the twin's pick-and-place from the scene topic) gives the same records and
 actions as `sgvla eval` in process, for the same seeds, unattended. The plan is one where the graph matters: the
-ambiguous prompt, where the standard prompt takes the wrong bowl in task 1 and the graph finds the target."""
+ambiguous prompt, where the standard prompt takes the wrong bowl in task 1 and the graph finds the target; the
+three controls (filler, wrong_graph, shuffled_graph) run over topics as in process too."""
 
 import json
 import os
@@ -17,9 +18,10 @@ from sgvla.paths import REPO_ROOT
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PLAN = {"name": "twin_equivalence", "suite": {"type": "so101_twin", "image_size": 64},
-        "policies": [{"type": "prompt_grounded", "tie_break": "first"}], "tasks": [1, 3],
+        "policies": [{"type": "prompt_grounded", "tie_break": "first"}], "tasks": [1],
         "perturbations": "ambiguous_prompt",
-        "modes": ["standard", "scene_graph"], "episodes": 1, "seed_offset": 2, "max_steps": 200, "workers": 1}
+        "modes": ["standard", "scene_graph", "filler", "wrong_graph", "shuffled_graph"], "episodes": 1,
+        "seed_offset": 2, "max_steps": 200, "workers": 1}
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +45,25 @@ def test_twin_over_topics_and_in_process_give_identical_episodes(runs, sim_eval)
     tmp, inproc, logs = runs
     expected = json.loads(str(inproc["records"]))
     got = [json.loads(line) for line in (tmp / "topics" / "episodes.jsonl").read_text().splitlines()]
-    assert len(expected) == len(got) == 4
+    assert len(expected) == len(got) == 5
     bag = sim_eval.bag_messages(tmp / "bag")
     sim_eval.assert_same_episodes(expected, got, inproc, bag)
     # Reset with the episode's seed and perturbation: the ambiguous prompt reached the twin's task topic.
-    assert {m.data for m in bag["/task"]} == {"pick up the black bowl and place it on the stove",
-                                              "pick up the black bowl and place it on the cookie box"}
-    outcome = {(r["task_id"], r["mode"]): (r["success"], r["decision_target"], r["steps"]) for r in got}
+    assert {m.data for m in bag["/task"]} == {"pick up the black bowl and place it on the stove"}
+    by_mode = {r["mode"]: r for r in got}
     assert all(r["seed"] == 2 and r["perturbation_applied"].startswith("prompt 'pick up the black bowl and place")
                for r in got)
-    # Task 1: the standard prompt leaves a tie, which `tie_break: first` breaks for the nearer, wrong bowl, and the
-    # episode runs to its limit; the graph finds
-    # the target. Task 3: the nearer bowl is the target, and both modes succeed.
-    assert outcome[1, "standard"] == (False, "black_bowl_2", 200)
-    assert outcome[1, "scene_graph"][:2] == (True, "black_bowl_1")
-    assert outcome[3, "standard"][:2] == outcome[3, "scene_graph"][:2] == (True, "black_bowl_1")
+    outcome = {mode: (r["success"], r["decision_target"], r["decision_grounding_source"]) for mode, r in by_mode.items()}
+    # The standard prompt and the filler leave a tie, which `tie_break: first` breaks for the nearer, wrong bowl (the
+    # episode runs to its limit); the graph finds the target; the wrong graph's false facts point at the other bowl.
+    assert by_mode["standard"]["steps"] == 200
+    assert outcome["standard"] == outcome["filler"] == (False, "black_bowl_2", "fallback")
+    assert outcome["scene_graph"] == (True, "black_bowl_1", "scene_graph")
+    assert outcome["wrong_graph"] == (False, "black_bowl_2", "scene_graph")
+    assert {mode: r.get("control_kind", "") for mode, r in by_mode.items()} == {
+        "standard": "", "scene_graph": "", "filler": "filler", "wrong_graph": "wrong_graph",
+        "shuffled_graph": "shuffled_graph"}
+    filler = by_mode["filler"]
+    assert filler["control_tokens"] == filler["control_matched_tokens"] and filler["control_counter"] == "words"
+    assert by_mode["wrong_graph"]["control_shown"] > 0 and "target_black_bowl" in by_mode["wrong_graph"]["prompt"]
     assert "table.md" in logs["topics"] or (tmp / "topics" / "table.md").is_file()

@@ -19,7 +19,7 @@ import numpy as np
 from sgvla.core.progress import PickPlaceSpec
 from sgvla.core.state import RobotState
 
-from sgvla.eval.suite import SuiteConfig, with_stages
+from sgvla.eval.suite import SuiteConfig
 from sgvla.so101.cameras import AGENTVIEW, WRIST
 
 
@@ -67,9 +67,8 @@ class So101TwinSuite(SuiteConfig):
         from sgvla.so101.twin.backend import TwinBackend
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
-        backend = TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
-                              perturbation=perturbation, perception=self.perception, **limit)
-        return with_stages(backend, self.stages(task_id))
+        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
+                           perturbation=perturbation, perception=self.perception, **limit)
 
     def stages(self, task_id: int) -> PickPlaceSpec:
         """Every task moves the target bowl onto the place object (what `So101Twin.success` reads). With perception
