@@ -16,7 +16,9 @@ the message, so a typo stops the run before the first episode; nothing is silent
 (`max_steps: null` means the suite's limit, `max_steps: 0` is an error).
 """
 
+import importlib
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -134,6 +136,19 @@ class EvalConfig:
     executor: Literal["local", "ray"] = "local"
     policy_server: PolicyServerConfig = field(default_factory=PolicyServerConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+
+    def __getstate__(self) -> dict:
+        """The plan as pickled for a worker process or a Ray actor, with the modules that register its context modes:
+        modes travel as names (the suite, policies and graph source as objects, whose classes unpickling imports), and
+        the process that receives the plan must know them."""
+        return {**self.__dict__, "_mode_modules": sorted({ContextMode.choice(m).__module__ for m in self.modes})}
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        for module in state.pop("_mode_modules", ()):
+            if module not in sys.modules:
+                importlib.import_module(module)
+        self.__dict__.update(state)
 
     def __post_init__(self):
         # The suite's facts fill what the plan leaves out: a plan names only what it changes.

@@ -380,3 +380,26 @@ def test_one_episode_per_control_records_what_it_showed(tmp_path):
     assert shuffled["control_kind"] == "shuffled_graph" and shuffled["control_permutation"] != "identity"
     assert word_counts(block(shuffled["prompt"])) == word_counts(block(sg["prompt"]))
     assert shuffled["control_still_true"] < shuffled["triplets_in_prompt"] == sg["triplets_in_prompt"]
+
+
+def test_a_plan_sent_to_another_process_brings_its_control_modes(tmp_path):
+    """Worker processes (spawned) and Ray actors get the plan pickled, its modes as names: unpickling it in a fresh
+    interpreter registers the modules of its modes, so a control never reaches a worker as an unknown mode."""
+    import pickle
+    import subprocess
+    import sys
+
+    import sgvla.plugins  # noqa: F401
+    from sgvla.core.config import from_mapping
+    from sgvla.eval.config import EvalConfig
+
+    cfg = from_mapping(EvalConfig, {"modes": ["standard", "filler", "wrong_graph", "shuffled_graph"],
+                                    "output_dir": str(tmp_path)})
+    (tmp_path / "plan.pkl").write_bytes(pickle.dumps(cfg))
+    fresh = subprocess.run([sys.executable, "-c", (
+        "import pickle, sys; from sgvla.core.context import ContextMode; "
+        "assert 'sgvla.core.controls' not in sys.modules; "
+        f"cfg = pickle.loads(open({str(tmp_path / 'plan.pkl')!r}, 'rb').read()); "
+        "print([ContextMode.choice(m).__name__ for m in cfg.modes])")], capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.split("\n")[-2] == "['Standard', 'Filler', 'WrongGraph', 'ShuffledGraph']"
