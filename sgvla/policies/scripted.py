@@ -103,7 +103,7 @@ class PromptGroundedPolicy(ScriptedPolicy):
         self.name = name
         self.ontology = ontology
         self.tie_break = tie_break
-        self.rng = random.Random(0)
+        self.seed = 0
         self.prompt = ""
         self.grounding: Grounding | None = None
         self.target: str | None = None
@@ -113,8 +113,12 @@ class PromptGroundedPolicy(ScriptedPolicy):
     def reset(self, prompt: str, seed: int | None = None) -> None:
         self.prompt = prompt
         self.grounding = self.target = self.place = self.controller = None
-        # A tie is broken with the episode's seed: the same episode breaks it the same way in every mode and runner.
-        self.rng = random.Random(f"prompt_grounded tie {0 if seed is None else int(seed)}")
+        self.seed = 0 if seed is None else int(seed)
+
+    def tie_rng(self, task: str) -> random.Random:
+        """The coin of a tie: seeded by the episode's seed and task (the suite's task, not the prompt), so an episode
+        breaks it the same way in every mode and runner, and the episodes of a plan draw independent coins."""
+        return random.Random(f"prompt_grounded tie {self.seed} {task}")
 
     def _place_object(self, goal_place: str) -> str:
         instruction, _ = split_prompt(self.prompt)
@@ -129,7 +133,7 @@ class PromptGroundedPolicy(ScriptedPolicy):
             require_objects(step.scene, *candidate_group(self.ontology), any_of=True)
             scene, names = perceive(step.scene, self.ontology, step.info["table_center"])
             self.grounding = ground_target(step.prompt, scene, self.ontology, task=step.scene.task,
-                                           tie_break=self.tie_break, rng=self.rng)
+                                           tie_break=self.tie_break, rng=self.tie_rng(step.scene.task))
             self.target = names[self.grounding.index]
             self.place = self._place_object(step.info["goal"][1])
             require_objects(step.scene, self.place)

@@ -84,12 +84,18 @@ def test_a_tie_is_broken_at_chance_and_the_same_way_for_the_same_seed():
 
         policy = PromptGroundedPolicy(ONT)
         policy.reset(ambiguous, seed=seed)
-        g = ground_target(ambiguous, scene(BETWEEN, ON_STOVE), ONT, rng=policy.rng)
+        g = ground_target(ambiguous, scene(BETWEEN, ON_STOVE), ONT, rng=policy.tie_rng("a task of the suite"))
         assert g.source == "fallback" and "seeded random" in g.evidence
         return g.index
 
     picks = [choice(seed) for seed in range(200)]
     assert picks == [choice(seed) for seed in range(200)]
+    from sgvla.policies.scripted import PromptGroundedPolicy
+
+    policy = PromptGroundedPolicy(ONT)
+    policy.reset(ambiguous, seed=0)
+    other_tasks = [policy.tie_rng(f"task {t}").randrange(2) for t in range(40)]
+    assert 8 <= sum(other_tasks) <= 32  # one seed's coins differ across the tasks of a plan
     assert 70 <= sum(picks) <= 130  # Binomial(200, 1/2): outside this band with probability < 1e-4
     # A graph or an instruction that decides is not a tie: the generator is not consulted.
     g = ground_target("pick up the black bowl next to the plate and place it on the plate",
