@@ -19,16 +19,11 @@ from sgvla.scene_graph import RELATIONS, Graph, Ontology, Triplet, ViewGraph, lo
 from sgvla.scene_graph.ontology import display_name, words_of
 from sgvla.scene_graph.serialize import CONTEXT_HEADER, STYLES
 
+from .test_grounding import LANDMARKS  # the landmarks of LIBERO-Spatial-like layouts
+
 ONT = load_ontology("libero_spatial")
 TARGET, OTHER = "akita_black_bowl_1", "akita_black_bowl_2"
 TASK = "pick up the black bowl and place it on the plate"  # the ambiguous prompt: only a graph can tell
-LANDMARKS = {
-    "plate_1": np.array([0.0, 0.20, 0.90]),
-    "glazed_rim_porcelain_ramekin_1": np.array([0.0, -0.20, 0.90]),
-    "cookies_1": np.array([-0.15, 0.0, 0.92]),
-    "flat_stove_1": np.array([0.20, -0.25, 0.90]),
-    "wooden_cabinet_1": np.array([-0.30, 0.30, 0.95]),
-}
 # (target bowl, other bowl) positions, as LIBERO-Spatial's tasks place them.
 LAYOUTS = {
     "between_vs_next_to_plate": ([0.0, 0.0, 0.90], [0.10, 0.22, 0.90]),
