@@ -384,7 +384,6 @@ def test_a_plan_sent_to_another_process_brings_its_control_modes(tmp_path):
     import subprocess
     import sys
 
-    import sgvla.plugins  # noqa: F401
     from sgvla.core.config import from_mapping
     from sgvla.eval.config import EvalConfig
 
