@@ -9,7 +9,9 @@ from pathlib import Path
 def add_parser(sub) -> None:
     p = sub.add_parser("report", help="tables and plot of an evaluation run, from its JSONL records")
     p.add_argument("run_dir", help="directory holding episodes.jsonl")
-    p.add_argument("--out", help="where to write table.md, table.csv and success.png (default: run_dir)")
+    p.add_argument("--out", help="where to write table.md, table.csv, comparisons.csv, failures.csv (records with "
+                                 "failure classes), success.png and progress.png (records with progress) "
+                                 "(default: run_dir)")
     p.set_defaults(func=run)
 
 
