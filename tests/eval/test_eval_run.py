@@ -45,7 +45,7 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "sgvla.cli", "eval", "--quiet", "--out", str(out), "tasks=[0]", "episodes=3",
            "max_steps=15", "suite.image_size=64", "suite.render_profile=fast", "workers=1", "perturbations=table7",
-           "policies=[{type: prompt_grounded}]"]
+           "policies=[{type: prompt_grounded}]", "modes=[standard, scene_graph]"]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     episodes = out / "episodes.jsonl"
     deadline = time.time() + 600
