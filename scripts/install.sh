@@ -36,9 +36,9 @@ fi
 
 # 3. Python packages (pinned in requirements.txt) and sgvla itself, editable.
 key=$(hash_of "$ROOT/requirements.txt" "$ROOT/pyproject.toml" "$ROOT/ros2_ws/src/sgvla_ros/setup.py")
-# uv (from PyPI) installs the same pinned set as pip, downloading in parallel: ~30 s instead of ~150 s on a fresh
-# 2-core machine. It does not read pip's configuration, so pip's constraint files and find-links are passed on.
-# Where uv cannot be had, pip does the same work.
+# uv (from PyPI) installs the same pinned set as pip, downloading in parallel: faster than pip on a fresh machine.
+# It does not read pip's configuration, so pip's constraint files and find-links are passed on. Where uv cannot be
+# had, pip does the same work.
 pip_option() {  # every value of one pip option, from its configuration files and PIP_* variables
   "$VENV/bin/python" -m pip config list 2>/dev/null | sed -n "s/^\(global\|install\|:env:\)\.$1='\(.*\)'\$/\2/p"
 }
@@ -49,7 +49,10 @@ if ! stamp_ok pip "$key"; then
     uv_args=()
     for c in $(pip_option constraint | sort -u); do [ -f "$c" ] && uv_args+=(--constraint "$c"); done
     for f in $(pip_option find-links | sort -u); do [ -e "$f" ] && uv_args+=(--find-links "$f"); done
-    uv=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q "${uv_args[@]}")
+    # --compile-bytecode: pip writes every module's .pyc at install, uv does not by default; without them each new
+    # Python process (a node, a worker, a CLI call) compiles torch and LeRobot again where PYTHONDONTWRITEBYTECODE
+    # is set, which made the test run several minutes slower.
+    uv=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q --compile-bytecode "${uv_args[@]}")
     "${uv[@]}" -r "$ROOT/requirements.txt"
     "${uv[@]}" --no-deps -e "$ROOT" -e "$ROOT/ros2_ws/src/sgvla_ros"
   else
