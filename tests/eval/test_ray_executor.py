@@ -217,9 +217,9 @@ def _plan(out, policies, **settings) -> EvalConfig:
 def test_the_ray_executor_records_what_the_local_one_records(cluster, tiny_act, tmp_path):
     policies = [{"type": "prompt_grounded"}, {"type": "expert"}, {"type": "act", "path": tiny_act}]
     runs = {}
-    for executor in ("local", "ray"):
-        cfg = _plan(tmp_path / executor, policies, episodes=1, executor=executor, policy_server={"serve": "all"},
-                    ray={"address": cluster.address})
+    for executor, workers in (("local", 1), ("ray", 2)):  # the local run in this process: the same records
+        cfg = _plan(tmp_path / executor, policies, episodes=1, workers=workers, executor=executor,
+                    policy_server={"serve": "all"}, ray={"address": cluster.address})
         summary = run_plan(cfg, progress=False)
         assert summary.complete and summary.recorded == len(plan(cfg)), summary
         runs[executor] = records_by_key(tmp_path / executor)
