@@ -289,6 +289,18 @@ class HardwareNode(OwnsResources, DescribedParameters, LifecycleNode):
     def active(self) -> bool:
         return self._state_machine.current_state[1] == "active"
 
+    def destroy_node(self):
+        """Also destroy the lifecycle state machine, which holds rcl's node: without this, rclpy's destroy_node
+        leaves the node (in a one-node process, its DDS participant and threads) alive until the interpreter's
+        own teardown collects the state machine, racing native code already torn down. A camera node that could
+        not open its device died so, once, with a segmentation fault after its `cannot start` line."""
+        try:
+            super().destroy_node()
+        finally:
+            machine = getattr(self, "_state_machine", None)  # absent when LifecycleNode's constructor failed
+            if machine is not None:
+                machine.destroy_when_not_in_use()
+
 
 class StartFailed(Exception):
     """A node's constructor raised `error`; `node` is the half-built node, for `destroy`."""

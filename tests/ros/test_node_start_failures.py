@@ -125,3 +125,47 @@ def test_a_node_that_crashes_in_native_code_says_where(ros_env):
     code, out = proc.wait(timeout=60), "".join(lines) + proc.communicate()[0]
     assert code == -signal.SIGSEGV, out[-3000:]
     assert "Fatal Python error: Segmentation fault" in out and "in run_node" in out, out[-3000:]
+
+
+DESTROY_LEAVES_THE_GRAPH = r'''
+import time
+import rclpy
+from rclpy.node import Node
+from sgvla_ros.runtime import HardwareNode, StartFailed, build, destroy
+
+class Unplugged(HardwareNode):
+    def __init__(self):
+        super().__init__("unplugged_device")
+
+    def connect(self):
+        raise OSError("no such device")
+
+def seen(observer, name, want, timeout_s=20.0):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if (name in observer.get_node_names()) == want:
+            return True
+        time.sleep(0.1)
+    return False
+
+rclpy.init()
+observer = Node("observer")
+try:
+    build(Unplugged)
+except StartFailed as e:
+    node = e.node
+assert seen(observer, "unplugged_device", True), "the node never appeared"
+destroy(node)
+print("gone" if seen(observer, "unplugged_device", False) else "still in the graph", flush=True)
+observer.destroy_node()
+rclpy.shutdown()
+'''
+
+
+def test_a_destroyed_lifecycle_node_leaves_the_graph_at_once(ros_env):
+    """rclpy's LifecycleNode.destroy_node leaves its state machine, which holds rcl's node: the node (in a one-node
+    process its DDS participant) lived on until the interpreter's teardown collected it, and a camera node that could
+    not open its device once died there with a segmentation fault. HardwareNode destroys the state machine too."""
+    proc = subprocess.run([sys.executable, "-c", DESTROY_LEAVES_THE_GRAPH], env=ros_env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "gone", proc.stdout + proc.stderr[-3000:]
