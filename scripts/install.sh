@@ -35,7 +35,15 @@ fi
 "$VENV/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 12), sys.version' || die "$VENV is not Python 3.12; remove it and rerun"
 
 # 3. Python packages (pinned in requirements.txt) and sgvla itself, editable.
-key=$(hash_of "$ROOT/requirements.txt" "$ROOT/pyproject.toml" "$ROOT/ros2_ws/src/sgvla_ros/setup.py")
+# sgvla's LeRobot plugins (lerobot_plugins/*): packages whose names LeRobot's commands discover and import.
+PLUGINS=(lerobot_robot_so101_twin lerobot_env_sgvla)
+editables=(-e "$ROOT" -e "$ROOT/ros2_ws/src/sgvla_ros")
+plugin_projects=()
+for p in "${PLUGINS[@]}"; do
+  editables+=(-e "$ROOT/lerobot_plugins/$p")
+  plugin_projects+=("$ROOT/lerobot_plugins/$p/pyproject.toml")
+done
+key=$(hash_of "$ROOT/requirements.txt" "$ROOT/pyproject.toml" "$ROOT/ros2_ws/src/sgvla_ros/setup.py" "${plugin_projects[@]}")
 # uv (from PyPI) installs the same pinned set as pip, downloading in parallel: faster than pip on a fresh machine.
 # It does not read pip's configuration, so pip's constraint files and find-links are passed on. Where uv cannot be
 # had, pip does the same work.
@@ -54,11 +62,11 @@ if ! stamp_ok pip "$key"; then
     # is set, which made the test run several minutes slower.
     uv=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q --compile-bytecode "${uv_args[@]}")
     "${uv[@]}" -r "$ROOT/requirements.txt"
-    "${uv[@]}" --no-deps -e "$ROOT" -e "$ROOT/ros2_ws/src/sgvla_ros"
+    "${uv[@]}" --no-deps "${editables[@]}"
   else
     log "uv is not installable here: pip installs requirements.txt"
     "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements.txt"
-    "$VENV/bin/python" -m pip install -q --no-deps -e "$ROOT" -e "$ROOT/ros2_ws/src/sgvla_ros"
+    "$VENV/bin/python" -m pip install -q --no-deps "${editables[@]}"
   fi
   stamp_set pip "$key"
 fi

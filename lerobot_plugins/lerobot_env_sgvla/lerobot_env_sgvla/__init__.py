@@ -1,0 +1,1 @@
+"""sgvla's suites as LeRobot environments (work in progress)."""

@@ -1,0 +1,1 @@
+"""sgvla's SO101 MuJoCo twin as a LeRobot robot (work in progress)."""
