@@ -171,7 +171,7 @@ class Episode:
         self.done = False
         self.gave_up = ""  # the policy's reason, when it raised PolicyGaveUp
         self.context_s = 0.0
-        self._acted = -1  # the step the policy last acted on
+        self._acted = -1  # the step whose context was last built (refresh)
         self._start_control: dict[str, Any] = {}
         self._tokens: dict[str, int | None] = {}  # text -> the policy's token count (controls match lengths)
         self._started = time.perf_counter()
@@ -206,9 +206,10 @@ class Episode:
         self.start_prompt = self.context.prompt
         self._start_control = dict(self.context.control)
 
-    def act(self, step: Step) -> np.ndarray | None:
-        """The policy's action for the current step (the context rebuilt from the live graph after the first);
-        None when the policy gave up (PolicyGaveUp): the episode is then over, a failure with the policy's reason."""
+    def refresh(self, step: Step) -> Context:
+        """The context of the current step: rebuilt from `step`'s live graph after the first step (once a step) when
+        the mode reads the graph. `act` calls it; a driver whose policy is stepped elsewhere (LeRobot's evaluation
+        loop, `lerobot_env_sgvla`) calls it after each `observe` to hand the policy the prompt the engine would."""
         if self.context is None:
             raise RuntimeError("Episode.start() comes first")
         if self.done:
@@ -218,6 +219,12 @@ class Episode:
             self.context = self._context(step)
             self.context_s += time.perf_counter() - t
         self._acted = self.steps
+        return self.context
+
+    def act(self, step: Step) -> np.ndarray | None:
+        """The policy's action for the current step (the context rebuilt from the live graph after the first);
+        None when the policy gave up (PolicyGaveUp): the episode is then over, a failure with the policy's reason."""
+        self.refresh(step)
         try:
             action = self.policy.act(StepInput(step.observation.raw, self.context.prompt, step.scene, self.info))
         except PolicyGaveUp as e:
