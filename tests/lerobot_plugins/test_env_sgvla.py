@@ -1,0 +1,172 @@
+"""lerobot_env_sgvla: sgvla's suites as LeRobot env types, their task string the live context of sgvla's engine.
+
+In process: LeRobot's plugin discovery registers the env types; a bad option fails when the config is built, naming
+the valid choices; on the SO101 twin (a quick MuJoCo scene) the ``scene_graph`` task string is the graph of the scene
+as it is now, rebuilt after the scene changed, and ``standard``'s is the task alone. Then the equivalence: the same
+seeds give the same episodes through the real ``lerobot-eval`` (its console script, a subprocess) and through
+``sgvla eval``'s runner, for a tiny ACT on LIBERO-Spatial. ACT is the learned policy whose actions are the same in
+both loops: it draws nothing at inference (no VAE sampling, no noise), whereas a flow-matching policy (SmolVLA) draws
+its noise from the global torch generator in LeRobot's loop (seeded once per run) and from a generator seeded by the
+episode in sgvla's, so its actions, and possibly its success, differ between the loops by design.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+from lerobot.envs.configs import EnvConfig
+from lerobot.envs.factory import make_env_config
+from lerobot.utils.import_utils import register_third_party_plugins
+
+register_third_party_plugins()  # what lerobot-eval does first: imports lerobot_env_sgvla by its distribution name
+
+from lerobot_env_sgvla.env import SgvlaEnv  # noqa: E402
+
+from sgvla.core.context import ContextMode  # noqa: E402
+from sgvla.scene_graph.serialize import prompt_name  # noqa: E402
+from sgvla.sim.mujoco_state import free_joint  # noqa: E402
+
+CONTROL_MODES = ("standard", "scene_graph", "filler", "wrong_graph", "shuffled_graph")
+
+
+def test_plugin_discovery_registers_the_env_types():
+    choices = EnvConfig.get_known_choices()
+    assert {"sgvla_libero", "sgvla_so101_twin"} <= set(choices)
+    config = make_env_config("sgvla_libero", context_mode="wrong_graph", task_ids=[3], image_size=64)
+    assert config.type == "sgvla_libero" and config.plan().tasks == [3] and config.plan().modes == ["wrong_graph"]
+    # LeRobot's libero keys, so LeRobot LIBERO policies fit
+    assert config.features_map["pixels/agentview_image"] == "observation.images.image"
+    assert config.features["pixels/agentview_image"].shape == (64, 64, 3)
+
+
+@pytest.mark.parametrize("env_type", ["sgvla_libero", "sgvla_so101_twin"])
+def test_bad_options_fail_when_built_naming_the_choices(env_type):
+    with pytest.raises(ValueError) as error:
+        make_env_config(env_type, context_mode="graph")
+    assert "'graph'" in str(error.value)
+    for mode in CONTROL_MODES:
+        assert mode in str(error.value)
+    with pytest.raises(ValueError, match="ground_truth"):
+        make_env_config(env_type, graph_source="oracle")
+    with pytest.raises(ValueError, match="unknown task id"):
+        make_env_config(env_type, task_ids=[42])
+    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+        make_env_config(env_type, episode_length=0)
+    with pytest.raises(ValueError, match="image_size"):
+        make_env_config(env_type, image_size=8)
+
+
+def twin_env(mode: str) -> SgvlaEnv:
+    return SgvlaEnv(make_env_config("sgvla_so101_twin", context_mode=mode, task_ids=[0], episode_length=5,
+                                    image_size=64), 0)
+
+
+def live_prompt(env: SgvlaEnv) -> str:
+    """What sgvla's scene_graph mode makes of the env's scene now (its own code, not the env's)."""
+    view = env.plan.view
+    graph = env.backend.ground_truth([view])[view]
+    return ContextMode.choice("scene_graph")().context(env.backend.task, graph, view, env.ontology).prompt
+
+
+def swap_bowls(env: SgvlaEnv) -> None:
+    """The target bowl and its look-alike exchange places (the target leaves the drawer it stood on)."""
+    twin = env.backend.twin
+    model, data = twin.model, twin.data
+    a, b = (free_joint(model, twin.index.body_ids[twin.index.column(name)]).qpos
+            for name in ("black_bowl_1", "black_bowl_2"))
+    data.qpos[a], data.qpos[b] = data.qpos[b].copy(), data.qpos[a].copy()
+    mujoco.mj_forward(model, data)
+
+
+def test_scene_graph_task_is_the_live_graph_and_follows_the_scene():
+    env = twin_env("scene_graph")
+    try:
+        obs, info = env.reset(seed=0)
+        assert info == {"is_success": False}
+        assert obs["agent_pos"].shape == (6,) and obs["pixels"]["agentview"].shape == (64, 64, 3)
+        first = env.task_description
+        assert first == live_prompt(env) and first.startswith(env.backend.task + "\n")
+        view = env.plan.view
+        shown = env.backend.ground_truth([view])[view].graph.filter_subject(env.ontology.manipulated)
+        assert len(shown) >= 2
+        for s, r, o in shown:  # the graph's triplets, as sgvla's serializer names them
+            assert f"({prompt_name(s, env.ontology)}, {r}, {prompt_name(o, env.ontology)})" in first
+        assert "is_on_top_of, red_drawer" in first
+
+        swap_bowls(env)
+        obs, reward, terminated, truncated, info = env.step(obs["agent_pos"])  # hold the arm where it is
+        assert not terminated and not truncated and info["is_success"] is False
+        assert env.task_description != first
+        assert env.task_description == live_prompt(env)  # rebuilt from this step's scene
+        assert "is_on_top_of, red_drawer" not in env.task_description
+    finally:
+        env.close()
+
+
+def test_standard_task_is_the_task_alone():
+    env = twin_env("standard")
+    try:
+        obs, _ = env.reset(seed=1)
+        assert env.task_description == env.backend.task == "pick up the black bowl on top of the drawer and place it on the stove"
+        swap_bowls(env)
+        env.step(obs["agent_pos"])
+        assert env.task_description == env.backend.task
+    finally:
+        env.close()
+
+
+def test_lerobot_eval_and_sgvla_eval_give_the_same_episodes(tmp_path):
+    """The same seeds, task, horizon and mode through LeRobot's loop (the env) and sgvla's (its runner): the same
+    success per episode in eval_info.json and in sgvla's records, and the same record otherwise (first prompt with
+    its graph, steps, progress, stages, failure class)."""
+    from sgvla.eval.config import EvalConfig
+    from sgvla.eval.runner import run_plan
+    from sgvla.eval.suite import SuiteConfig
+    from sgvla.policies.registry import PolicyConfig
+    from sgvla.policies.tiny import build_tiny_act
+
+    policy = build_tiny_act(tmp_path / "act")
+    steps, episodes, task = 12, 2, 3
+    out = tmp_path / "lerobot_eval"
+    command = [str(Path(sys.executable).parent / "lerobot-eval"), "--env.type=sgvla_libero",
+               "--env.context_mode=scene_graph", f"--env.task_ids=[{task}]", f"--env.episode_length={steps}",
+               "--env.image_size=64", "--env.render_profile=fast", f"--env.records={out / 'episodes.jsonl'}",
+               f"--policy.path={policy}", "--policy.device=cpu", f"--eval.n_episodes={episodes}",
+               "--eval.batch_size=1", "--seed=0", f"--output_dir={out}"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "egl"})
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    info = json.loads((out / "eval_info.json").read_text())  # LeRobot's own output
+    (task_info,) = info["per_task"]
+    assert (task_info["task_group"], task_info["task_id"]) == ("sgvla_libero", task)
+    lerobot_success = task_info["metrics"]["successes"]
+    assert len(lerobot_success) == episodes and info["overall"]["n_episodes"] == episodes
+    assert len(task_info["metrics"]["video_paths"]) == episodes
+    assert all(Path(p).is_file() for p in task_info["metrics"]["video_paths"])
+
+    plan = EvalConfig(suite=SuiteConfig.choice("libero_spatial")(render_profile="fast", image_size=64),
+                      policies=[PolicyConfig.choice("act")(path=str(policy))], tasks=[task], modes=["scene_graph"],
+                      episodes=episodes, seed_offset=0, max_steps=steps, output_dir=str(tmp_path / "sgvla_eval"))
+    summary = run_plan(plan, progress=False)
+    assert summary.complete and summary.recorded == episodes
+
+    def by_seed(path: Path) -> dict[int, dict]:
+        return {r["seed"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+    ours, theirs = by_seed(out / "episodes.jsonl"), by_seed(summary.path)
+    assert sorted(ours) == sorted(theirs) == list(range(episodes))
+    assert [theirs[s]["success"] for s in range(episodes)] == lerobot_success  # per episode, by seed
+    assert [ours[s]["success"] for s in range(episodes)] == lerobot_success
+    same = ("task_id", "perturbation", "mode", "seed", "success", "steps", "max_steps", "task", "prompt", "view",
+            "graph_source", "graph_triplets", "triplets_in_prompt", "visible_objects", "progress", "stages",
+            "failure_class", "failure_reason", "perturbation_applied", "render_profile")
+    for seed in range(episodes):
+        assert {k: ours[seed][k] for k in same} == {k: theirs[seed][k] for k in same}
+        assert ours[seed]["triplets_in_prompt"] > 0 and "(target_akita_black_bowl, " in ours[seed]["prompt"]
