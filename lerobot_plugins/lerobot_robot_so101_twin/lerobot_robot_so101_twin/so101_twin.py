@@ -32,8 +32,8 @@ person does, in the reset phase), so the objects stay where an episode left them
 from __future__ import annotations
 
 import logging
+import atexit
 import math
-import weakref
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -138,15 +138,19 @@ class SO101Twin(Robot):
 
         twin = MujocoTwin(self.twin_config, self.config.task_id, self.layout)
         try:
-            twin.render_model  # made (or read from sgvla's cache) now, not during the first frame
             twin.reset(self.seed)
+            for cam in self.cameras.values():  # render meshes and OpenGL contexts made now, not in the first frame
+                twin.render(cam.name, cam.width, cam.height)
+                if cam.depth:
+                    twin.render_depth(cam.name, cam.width, cam.height)
         except BaseException:
             twin.close()
             raise
         self.twin = twin
-        # Closed at the latest when the interpreter exits, while EGL still can (a script that stops on an error
-        # before disconnecting otherwise leaves MuJoCo's renderers to a teardown where freeing them fails).
-        self._close_twin = weakref.finalize(self, twin.close)
+        # Closed at the latest when the interpreter exits, before MuJoCo's EGL display goes (its exit hook, made
+        # with the first context above, runs after this later one): a script that stops on an error without
+        # disconnecting (LeRobot's do) would otherwise leave the renderers to a teardown where freeing them fails.
+        atexit.register(twin.close)
         logger.info("%s connected: twin task %d (%r), seed %d, perturbation %s, %d Hz", self, self.config.task_id,
                     self.task, self.seed, self.config.perturbation, self.config.fps)
 
@@ -168,8 +172,9 @@ class SO101Twin(Robot):
 
     @check_if_not_connected
     def disconnect(self) -> None:
-        self.twin = None
-        self._close_twin()
+        twin, self.twin = self.twin, None
+        atexit.unregister(twin.close)
+        twin.close()
         logger.info("%s disconnected.", self)
 
     # -- observation and action -----------------------------------------------------------------
