@@ -29,7 +29,7 @@ register_third_party_plugins()  # what lerobot-eval does first: imports lerobot_
 
 from lerobot_env_sgvla.env import SgvlaEnv  # noqa: E402
 
-from sgvla.core.context import ContextMode  # noqa: E402
+from sgvla.core.context import ContextInputs, ContextMode  # noqa: E402
 from sgvla.scene_graph.serialize import prompt_name  # noqa: E402
 from sgvla.sim.mujoco_state import free_joint  # noqa: E402
 
@@ -122,13 +122,55 @@ def test_standard_task_is_the_task_alone():
         env.close()
 
 
+class RecordedPolicy:
+    """A policy as the engine sees it, keeping every action it gives (as the backend will step it)."""
+
+    def __init__(self, policy, actions: list):
+        self.policy, self.actions, self.name = policy, actions, policy.name
+
+    def act(self, step):
+        action = self.policy.act(step)
+        self.actions.append(np.asarray(action, dtype=np.float64).reshape(-1).tolist())
+        return action
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+
+@pytest.mark.parametrize("mode", ["filler", "wrong_graph", "shuffled_graph"])
+def test_control_modes_task_is_the_controls_text_of_the_live_scene(mode):
+    """The control arms' text, seeded by the episode's seed, from the scene of each step (words counted: the env
+    does not know LeRobot's policy's tokenizer)."""
+    env = twin_env(mode)
+    control = ContextMode.choice(mode)()
+    view = env.plan.view
+
+    def expected(seed: int) -> str:
+        graph = env.backend.ground_truth([view])[view]
+        return control.context(env.backend.task, graph, view, env.ontology, inputs=ContextInputs(seed=seed)).prompt
+
+    try:
+        obs, _ = env.reset(seed=4)
+        first = env.task_description
+        assert first == expected(4) and first != env.backend.task
+        swap_bowls(env)
+        env.step(obs["agent_pos"])
+        assert env.task_description == expected(4)
+        if mode != "filler":  # the filler's words depend on the graph's length only
+            assert env.task_description != first
+    finally:
+        env.close()
+
+
 def test_lerobot_eval_and_sgvla_eval_give_the_same_episodes(tmp_path):
-    """The same seeds, task, horizon and mode through LeRobot's loop (the env) and sgvla's (its runner): the same
-    success per episode in eval_info.json and in sgvla's records, and the same record otherwise (first prompt with
-    its graph, steps, progress, stages, failure class)."""
+    """The same seeds, task, horizon and mode through LeRobot's loop (the env) and sgvla's (the runner's worker, which
+    `sgvla eval` runs each episode with): the same action at every step, the same success per episode in
+    eval_info.json and in sgvla's records, and the same record otherwise (first prompt with its graph, steps,
+    progress, stages, failure class)."""
+    from sgvla.core.episode import EpisodeKey
     from sgvla.eval.config import EvalConfig
-    from sgvla.eval.runner import run_plan
     from sgvla.eval.suite import SuiteConfig
+    from sgvla.eval.worker import Worker
     from sgvla.policies.registry import PolicyConfig
     from sgvla.policies.tiny import build_tiny_act
 
@@ -138,8 +180,8 @@ def test_lerobot_eval_and_sgvla_eval_give_the_same_episodes(tmp_path):
     command = [str(Path(sys.executable).parent / "lerobot-eval"), "--env.type=sgvla_libero",
                "--env.context_mode=scene_graph", f"--env.task_ids=[{task}]", f"--env.episode_length={steps}",
                "--env.image_size=64", "--env.render_profile=fast", f"--env.records={out / 'episodes.jsonl'}",
-               f"--policy.path={policy}", "--policy.device=cpu", f"--eval.n_episodes={episodes}",
-               "--eval.batch_size=1", "--seed=0", f"--output_dir={out}"]
+               "--env.record_actions=true", f"--policy.path={policy}", "--policy.device=cpu",
+               f"--eval.n_episodes={episodes}", "--eval.batch_size=1", "--seed=0", f"--output_dir={out}"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "egl"})
     assert run.returncode == 0, run.stderr[-3000:]
 
@@ -150,20 +192,33 @@ def test_lerobot_eval_and_sgvla_eval_give_the_same_episodes(tmp_path):
     assert len(lerobot_success) == episodes and info["overall"]["n_episodes"] == episodes
     assert len(task_info["metrics"]["video_paths"]) == episodes
     assert all(Path(p).is_file() for p in task_info["metrics"]["video_paths"])
+    ours = {r["seed"]: r for r in map(json.loads, (out / "episodes.jsonl").read_text().splitlines())}
 
     plan = EvalConfig(suite=SuiteConfig.choice("libero_spatial")(render_profile="fast", image_size=64),
                       policies=[PolicyConfig.choice("act")(path=str(policy))], tasks=[task], modes=["scene_graph"],
                       episodes=episodes, seed_offset=0, max_steps=steps, output_dir=str(tmp_path / "sgvla_eval"))
-    summary = run_plan(plan, progress=False)
-    assert summary.complete and summary.recorded == episodes
+    actions: dict[int, list] = {}
 
-    def by_seed(path: Path) -> dict[int, dict]:
-        return {r["seed"]: r for r in map(json.loads, path.read_text().splitlines())}
+    class RecordingWorker(Worker):
+        def episode(self, key):
+            engine = super().episode(key)
+            engine.policy = RecordedPolicy(engine.policy, actions.setdefault(key.seed, []))
+            return engine
 
-    ours, theirs = by_seed(out / "episodes.jsonl"), by_seed(summary.path)
+    worker = RecordingWorker(plan)
+    try:
+        theirs = {seed: worker.run(EpisodeKey(plan.policies[0].display_name, task, plan.perturbations, "scene_graph",
+                                              seed)) for seed in plan.seeds}
+    finally:
+        worker.close_runner()
+
     assert sorted(ours) == sorted(theirs) == list(range(episodes))
     assert [theirs[s]["success"] for s in range(episodes)] == lerobot_success  # per episode, by seed
     assert [ours[s]["success"] for s in range(episodes)] == lerobot_success
+    for seed in range(episodes):
+        assert len(ours[seed]["actions"]) == steps
+        assert ours[seed]["actions"] == actions[seed]  # the same action at every step, to the bit
+        assert np.ptp(np.array(actions[seed]), axis=0).max() > 0  # and the policy does move the arm
     same = ("task_id", "perturbation", "mode", "seed", "success", "steps", "max_steps", "task", "prompt", "view",
             "graph_source", "graph_triplets", "triplets_in_prompt", "visible_objects", "progress", "stages",
             "failure_class", "failure_reason", "perturbation_applied", "render_profile")

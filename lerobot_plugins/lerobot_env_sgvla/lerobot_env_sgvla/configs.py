@@ -50,6 +50,7 @@ class SgvlaEnvConfig(EnvConfig):
     context_style: str = "reference"  # how the graph is written into the prompt (sgvla's serializer styles)
     records: str = ""  # a JSONL file: each episode's sgvla record is appended there ("": none)
     policy_name: str = "lerobot"  # the policy's name in those records
+    record_actions: bool = False  # the records also hold every action the env was given (`actions`, as stepped)
 
     def __post_init__(self) -> None:
         self.plan()  # every option checked, with the valid choices in the message

@@ -11,7 +11,8 @@ modes, graph sources, seeds and serializer. The policy is LeRobot's; the engine 
 The observation is the backend's raw observation in the suite's LeRobot form (`SgvlaEnvConfig.observation`), the
 action goes to the backend after `SgvlaEnvConfig.backend_action`; ``info["is_success"]`` is the suite's success.
 With ``records`` set, every episode a rollout starts with a seed ends as one sgvla `EpisodeRecord` line there
-(success, steps, the first prompt, graph sizes, progress, stages, failure class), as `sgvla eval` writes them.
+(success, steps, the first prompt, graph sizes, progress, stages, failure class), as `sgvla eval` writes them; with
+``record_actions`` also the actions as the backend stepped them (`actions`).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class SgvlaEnv(gym.Env):
         self._images: dict[str, np.ndarray] = {}
         self._seed: int | None = None
         self._recorded = False
+        self._actions: list[list[float]] = []
         self.results = None
         if config.records:
             from sgvla.eval.results import ResultsFile
@@ -100,6 +102,7 @@ class SgvlaEnv(gym.Env):
             raise ValueError(f"episode {tuple(key)} is already recorded in {self.results.path}; give "
                              "--env.records another file (or other seeds)")
         obs = self.backend.reset(self._seed)
+        self._actions = []
         scene = self.backend.scene()
         self.engine = Episode(key, LoopPolicy(self.config.policy_name), self.mode, self.source, self.ontology,
                               view=self.plan.view, max_steps=self._max_episode_steps, style=self.plan.context_style,
@@ -114,7 +117,10 @@ class SgvlaEnv(gym.Env):
         engine = self.engine
         if engine is None or engine.done:
             raise RuntimeError("reset() first: the episode is over or was never started")
-        obs, success, done = self.backend.step(self.config.backend_action(np.asarray(action)))
+        stepped = self.config.backend_action(np.asarray(action))
+        if self.config.record_actions:
+            self._actions.append(stepped.tolist())
+        obs, success, done = self.backend.step(stepped)
         scene = self.backend.scene()
         over = engine.observe(success, done, scene)
         if not over:
@@ -128,7 +134,9 @@ class SgvlaEnv(gym.Env):
     def _record(self) -> None:
         if self.results is None or self._recorded or self.engine is None:
             return
-        record = self.engine.record(**self.backend.record_facts(), **self.suite.record_facts(), loop="lerobot-eval")
+        actions = {"actions": self._actions} if self.config.record_actions else {}
+        record = self.engine.record(**self.backend.record_facts(), **self.suite.record_facts(), loop="lerobot-eval",
+                                    **actions)
         self.results.append(record.to_json())
         self._recorded = True
 
