@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import atexit
 import math
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -54,6 +55,7 @@ from .config_so101_twin import SO101TwinConfig
 logger = logging.getLogger(__name__)
 
 SUCCESS_KEY = "task_success"
+PACE_CHECK_AFTER = 60  # send_action calls before the loop's pace is compared with fps (once per connection)
 DEPTH_SUFFIX = "_depth"  # LeRobot's SO follower names a depth stream <camera>_depth
 
 
@@ -66,7 +68,6 @@ class TwinCamera:
     width: int
     height: int
     depth: bool = False
-    is_connected: bool = True  # rendered on demand: there is nothing to open
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -146,6 +147,7 @@ class SO101Twin(Robot):
         except BaseException:
             twin.close()
             raise
+        self._pace = (0, time.monotonic())  # (send_action calls, when the first came)
         self.twin = twin
         # Closed at the latest when the interpreter exits, before MuJoCo's EGL display goes (its exit hook, made
         # with the first context above, runs after this later one): a script that stops on an error without
@@ -213,7 +215,21 @@ class SO101Twin(Robot):
             safe.update(safe_goal({joint: target}, present, self._safety, max_step=step))
         self.twin.set_joint_targets(radians_of(safe))
         self.twin.advance(1.0 / self.config.fps)
+        self._check_pace()
         return {action_key(j): v for j, v in safe.items()}
+
+    def _check_pace(self) -> None:
+        """Warn once when actions come much faster than ``fps`` (lerobot-teleoperate's --fps defaults to 60): each
+        still advances 1/fps s of physics, so the twin runs faster than real time."""
+        calls, first = self._pace
+        calls += 1
+        self._pace = (calls, first if calls > 1 else time.monotonic())
+        if calls == PACE_CHECK_AFTER + 1:
+            rate = PACE_CHECK_AFTER / max(time.monotonic() - self._pace[1], 1e-6)
+            if rate > 1.5 * self.config.fps:
+                logger.warning("%s: actions come at %.0f Hz but each advances 1/%d s of physics, so the twin runs "
+                               "%.1fx real time; give the loop the robot's rate (--fps=%d, or --robot.fps=%.0f)",
+                               self, rate, self.config.fps, rate / self.config.fps, self.config.fps, rate)
 
 
 def _depth_to_mm(metres: np.ndarray) -> np.ndarray:
