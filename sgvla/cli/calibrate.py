@@ -7,8 +7,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from sgvla.paths import CALIBRATION_DIR
-
 BOARD_FRAME = ("the board frame is OpenCV's: origin at the top-left corner of the board as generated/printed, "
                "x to the right along the first row, y down, z into the board")
 
@@ -22,7 +20,9 @@ def add_parser(sub) -> None:
                                        "plumb_bob model) and writes OUT/NAME.yaml in ROS camera_info format. With "
                                        "--extrinsic-image and --board-pose, also the optical frame's pose in the "
                                        f"base frame from that view of the board lying still at that pose; {BOARD_FRAME}. "
-                                       "Without them, the output file's existing extrinsics are kept.")
+                                       "Without them, the output file's existing extrinsics are kept (with --force). "
+                                       "An existing OUT/NAME.yaml is never replaced without --force, so the shipped "
+                                       "calibration/ files are only changed on purpose.")
     c.add_argument("--images", required=True, help="folder of images, or a glob pattern (quote it)")
     c.add_argument("--board", required=True, metavar="SX,SY,SQUARE_M,MARKER_M[,DICT]",
                    help="squares across and down, square and marker side in metres, ArUco dictionary "
@@ -34,20 +34,28 @@ def add_parser(sub) -> None:
     c.add_argument("--parent-frame", default="base_link", help="frame of --board-pose (default: base_link)")
     c.add_argument("--k-coefficients", type=int, choices=(2, 3), default=2,
                    help="radial distortion terms; 2 fixes k3 at 0, as ROS camera_calibration does (default 2)")
-    c.add_argument("--out", type=Path, default=CALIBRATION_DIR, help="output folder (default: calibration/)")
+    c.add_argument("--out", type=Path, default=Path("."),
+                   help="output folder (default: the current folder); a rig reads the file by its path (a camera's "
+                        "`calibration: path/NAME.yaml`), or by name from sgvla's calibration/ folder "
+                        "(--out calibration --force replaces the shipped one)")
+    c.add_argument("--force", action="store_true", help="replace OUT/NAME.yaml if it exists")
     c.set_defaults(func=run_camera, parser=c)
 
 
 def run_camera(args: argparse.Namespace) -> int:
     import cv2
 
-    from sgvla.so101.hardware.calibration import CalibrationError, load_camera_calibration
+    from sgvla.so101.hardware.calibration import CalibrationError, load_camera_calibration, resolve_calibration_path
     from sgvla.so101.hardware.camera_calibration import (UNREADABLE, BoardSpec, Pose, calibrate_intrinsics, camera_pose,
                                                    load_images, write_camera_info)
 
     if (args.extrinsic_image is None) != (args.board_pose is None):
         args.parser.error("--extrinsic-image and --board-pose go together")
     out = args.out / f"{args.name}.yaml"
+    if out.exists() and not args.force:  # before the work: a calibration takes a while and must not be lost
+        print(f"error: {out} exists; pass --force to replace it (its extrinsics are kept unless --board-pose is "
+              "given), or --out DIR to write elsewhere", file=sys.stderr)
+        return 1
     try:
         spec = BoardSpec.parse(args.board)
         board_pose = Pose.parse(args.board_pose) if args.board_pose else None
@@ -89,6 +97,9 @@ def run_camera(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {write_camera_info(out, result.camera_info(args.name, parent_frame, pose), comment)}")
+    if out.resolve() != resolve_calibration_path(args.name).resolve():
+        print(f"a rig uses it with `calibration: {out.resolve()}` on its camera (the rig's `calibration: "
+              f"{args.name}` reads sgvla's calibration/{args.name}.yaml)")
     if pose is not None:
         print("the URDF's camera frames come from these files: rerun `python -m sgvla.so101.urdf` to update urdf/so101.urdf")
     return 0

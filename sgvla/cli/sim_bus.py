@@ -1,10 +1,19 @@
 """``sgvla sim-bus``: a simulated SO101 follower and leader on pseudo-terminals, for trying things without an arm."""
 
 import argparse
+import os
 import shlex
 import signal
 import threading
 from pathlib import Path
+
+
+def default_calibration_dir() -> Path:
+    """The simulated arms' calibration files go to the user's cache (``$XDG_CACHE_HOME/sgvla/sim_calibration``,
+    else ``~/.cache/...``), not into whatever folder the command was started from: they are the same every time
+    (``sim_calibration``), so one folder serves every run, and the command prints it."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "sgvla" / "sim_calibration"
 
 
 def add_parser(sub) -> None:
@@ -12,8 +21,9 @@ def add_parser(sub) -> None:
                        description="Two simulated Feetech buses on pseudo-terminals, with calibration files, "
                                    "so that `sgvla record` and the ROS nodes run without an arm. The leader "
                                    "moves by itself (slow sine waves), as if a hand moved it.")
-    p.add_argument("--calibration-dir", default="sim_calibration",
-                   help="where to write so101_follower.json and so101_leader.json")
+    p.add_argument("--calibration-dir", type=Path, default=None,
+                   help="where to write so101_follower.json and so101_leader.json (default: "
+                        "$XDG_CACHE_HOME/sgvla/sim_calibration, else ~/.cache/sgvla/sim_calibration; printed)")
     p.set_defaults(func=run)
 
 
@@ -21,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from sgvla.so101.hardware.calibration import write_arm_calibration
     from sgvla.so101.hardware.sim_bus import LEADER_MOTION, SimFeetechBus, sim_calibration
 
-    folder = Path(args.calibration_dir)
+    folder = args.calibration_dir or default_calibration_dir()
     # Ctrl-C or SIGTERM (a service manager, a script) stops it, also one arriving while the buses start: the buses
     # are then closed and their processes reaped before it exits, never left serving a port nobody owns.
     stop = threading.Event()

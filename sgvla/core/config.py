@@ -147,10 +147,49 @@ def load_yaml(path: str | Path) -> dict:
     return dict(data)
 
 
-def load_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None) -> T:
+def load_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None,
+                source: str = "command line") -> T:
     """Load `cls` from a YAML file, then apply `key=value` overrides (dotted keys reach nested fields). `cls` may be a
-    kind of registered choice: the file names the choice (`type: openai`) and sets its options."""
-    return from_mapping(cls, apply_overrides(load_yaml(path), overrides), str(path))
+    kind of registered choice: the file names the choice (`type: openai`) and sets its options.
+
+    An error that an override brings in is blamed on that override, not on the file (`command line: episodes=x:
+    episodes: expected int, got 'x'`; `source` says where the overrides came from): the file may be the shipped plan
+    the user never touched, and an error naming it sends them to the wrong place."""
+    data = load_yaml(path)
+    try:
+        return from_mapping(cls, apply_overrides(data, overrides), str(path))
+    except ConfigError as e:
+        raise _blame(cls, data, dict(overrides or {}), str(path), source) or e from None
+
+
+def _blame(cls: type, data: dict, overrides: dict[str, Any], where: str, source: str) -> ConfigError | None:
+    """The error of the first override (in the order given) whose addition makes the config invalid, reworded to
+    name it; None when the file alone is already invalid (the file's error stands) or no single override is at
+    fault."""
+    def fails(items: dict) -> ConfigError | None:
+        try:
+            from_mapping(cls, apply_overrides(data, items), where)
+        except ConfigError as e:
+            return e
+        return None
+
+    if not overrides or fails({}) is not None:
+        return None
+    applied: dict[str, Any] = {}
+    for key, value in overrides.items():
+        applied[key] = value
+        error = fails(applied)
+        if error is not None:
+            text = str(error)
+            rest = text[len(where):].lstrip(".: ") if text.startswith(where) else text
+            return ConfigError(f"{source}: {key}={_yaml_text(value)}: {rest}")
+    return None
+
+
+def _yaml_text(value: Any) -> str:
+    """A value as the YAML an override item would write it (`x`, `[0, 1]`, `{type: expert}`)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000).strip()
+    return text.removesuffix("...").strip()
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict:
