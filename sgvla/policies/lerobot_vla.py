@@ -359,6 +359,21 @@ def _padded(tensors: list[torch.Tensor], value: int, side: str) -> list[torch.Te
     return out
 
 
+def checkpoint_prompt_meter(path: str | Path, device: str = "cpu", max_prompt_tokens: int | None = None
+                            ) -> PromptMeter | None:
+    """The prompt meter of a checkpoint from its config and preprocessor alone, without loading its weights: how a
+    loop that steps the policy elsewhere (LeRobot's own, in `lerobot_env_sgvla`) measures prompts as `LeRobotPolicy`
+    does (before the first step: the state stands at zeros). None for a policy without language input."""
+    path = checkpoint_path(path)
+    cfg = checkpoint_config(path, device)
+    overrides, _ = processor_overrides(device)
+    if max_prompt_tokens is not None:
+        overrides["tokenizer_processor"] = {"max_length": max_prompt_tokens}
+    preprocessor, _ = make_pre_post_processors(policy_cfg=cfg, pretrained_path=path, preprocessor_overrides=overrides)
+    state = cfg.robot_state_feature
+    return PromptMeter.of(preprocessor, torch.zeros(1, *state.shape) if state else None)
+
+
 class PromptMeter:
     """A policy's prompts as its tokenizer step sees them: token count, budget, triplets kept whole.
 

@@ -122,6 +122,33 @@ def test_standard_task_is_the_task_alone():
         env.close()
 
 
+def test_the_policys_tokenizer_counts_the_prompt(tmp_path):
+    """With tokenizer_from (a checkpoint: here pi0's processors and tokenizer, no weights), the filler matches the
+    graph block's length in that tokenizer's tokens and the record holds the prompt's budget, as in `sgvla eval`."""
+    from sgvla.policies.lerobot_vla import checkpoint_prompt_meter
+    from sgvla.policies.tiny import build_weightless_pi0
+
+    checkpoint = build_weightless_pi0(tmp_path / "pi0")
+    meter = checkpoint_prompt_meter(checkpoint)
+    env = SgvlaEnv(make_env_config("sgvla_so101_twin", context_mode="filler", task_ids=[2], episode_length=1,
+                                   image_size=64, tokenizer_from=str(checkpoint), records=str(tmp_path / "ep.jsonl")),
+                   2)
+    try:
+        obs, _ = env.reset(seed=5)
+        view = env.plan.view
+        graph = env.backend.ground_truth([view])[view]
+        inputs = ContextInputs(seed=5, count_tokens=lambda text: meter.budget(text).tokens)
+        assert env.task_description == ContextMode.choice("filler")().context(env.backend.task, graph, view,
+                                                                               env.ontology, inputs=inputs).prompt
+        env.step(obs["agent_pos"])  # the episode's one step: its record is written
+    finally:
+        env.close()
+    (record,) = map(json.loads, (tmp_path / "ep.jsonl").read_text().splitlines())
+    assert record["control_counter"] == "tokenizer" and record["prompt_budget"] == 48  # pi0's
+    assert record["prompt_tokens"] == meter.budget(record["prompt"]).tokens
+    assert (record["seed"], record["task_id"], record["steps"], record["mode"]) == (5, 2, 1, "filler")
+
+
 class RecordedPolicy:
     """A policy as the engine sees it, keeping every action it gives (as the backend will step it)."""
 

@@ -51,9 +51,17 @@ class SgvlaEnvConfig(EnvConfig):
     records: str = ""  # a JSONL file: each episode's sgvla record is appended there ("": none)
     policy_name: str = "lerobot"  # the policy's name in those records
     record_actions: bool = False  # the records also hold every action the env was given (`actions`, as stepped)
+    # A LeRobot policy (directory or hub id; normally the --policy.path) whose tokenizer counts the prompt's tokens, as
+    # `sgvla eval` counts them with the policy it runs: the filler's length, the records' prompt_tokens/prompt_budget/
+    # triplets_kept/prompt_truncated. "": words are counted, no budget is recorded.
+    tokenizer_from: str = ""
 
     def __post_init__(self) -> None:
         self.plan()  # every option checked, with the valid choices in the message
+        if self.tokenizer_from:
+            from sgvla.policies.checkpoint import checkpoint_path
+
+            checkpoint_path(self.tokenizer_from)  # a missing directory is named now
 
     def suite_config(self) -> SuiteConfig:
         raise NotImplementedError

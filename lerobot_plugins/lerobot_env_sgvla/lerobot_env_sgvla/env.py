@@ -33,11 +33,12 @@ if TYPE_CHECKING:
 
 
 class LoopPolicy:
-    """The engine's stand-in for the policy LeRobot's loop steps: it is told the prompts and never asked to act.
-    It has no tokenizer here (`prompt_budget` None), so controls that match a length count words."""
+    """The engine's stand-in for the policy LeRobot's loop steps: it is told the prompts and never asked to act. It
+    measures prompts with the policy's tokenizer where it was given its meter (`tokenizer_from`); without one,
+    `prompt_budget` is None and controls that match a length count words."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, meter: Any = None):
+        self.name, self.meter = name, meter
 
     def reset(self, prompt: str, seed: int | None = None) -> None:
         pass
@@ -45,8 +46,8 @@ class LoopPolicy:
     def act(self, step: Any) -> np.ndarray:
         raise RuntimeError("LeRobot's evaluation loop steps the policy; the engine never asks this stand-in to act")
 
-    def prompt_budget(self, prompt: str) -> None:
-        return None
+    def prompt_budget(self, prompt: str) -> Any:
+        return None if self.meter is None else self.meter.budget(prompt)
 
     def decision(self) -> dict[str, Any]:
         return {}
@@ -71,6 +72,12 @@ class SgvlaEnv(gym.Env):
         self.ontology = load_ontology(plan.ontology)
         self.source = plan.graph_source.make(self.backend, self.ontology, self.suite.upright)
         self.mode = ContextMode.choice(config.context_mode)()
+        meter = None
+        if config.tokenizer_from:
+            from sgvla.policies.lerobot_vla import checkpoint_prompt_meter
+
+            meter = checkpoint_prompt_meter(config.tokenizer_from)
+        self.policy = LoopPolicy(config.policy_name, meter)
         self._max_episode_steps = int(plan.max_steps or self.backend.max_steps)  # LeRobot's loop reads it
         self.observation_space, self.action_space = config.spaces(self.backend)
         self.task = self.backend.task  # the task's own words; the prompt is `task_description`
@@ -104,7 +111,7 @@ class SgvlaEnv(gym.Env):
         obs = self.backend.reset(self._seed)
         self._actions = []
         scene = self.backend.scene()
-        self.engine = Episode(key, LoopPolicy(self.config.policy_name), self.mode, self.source, self.ontology,
+        self.engine = Episode(key, self.policy, self.mode, self.source, self.ontology,
                               view=self.plan.view, max_steps=self._max_episode_steps, style=self.plan.context_style,
                               info=self.backend.episode_info(), stages=self.suite.stages(self.task_id))
         reference = self.backend.ground_truth([self.plan.view], scene=scene)[self.plan.view]
