@@ -27,7 +27,7 @@ from sgvla.so101.hardware.arm import ArmFault, ArmState
 from sgvla.so101.hardware.cameras import Camera, CameraError, PushedSource
 from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import from_radians
-from sgvla.so101.hardware.recording import HELP, EpisodeStore, TeleopRecorder, dataset_features
+from sgvla.so101.hardware.recording import EpisodeStore, TeleopRecorder, dataset_features, operator_help
 from sgvla.so101.hardware.safety import Watchdog
 from sgvla.so101.recording import RecordingSettings
 
@@ -120,7 +120,7 @@ class DatasetRecorder(ResourceNode):
                 self.create_subscription(Image, f"{name}/depth/image_raw",
                                          lambda m, n=name: self.on_image(n, "depth", m), QOS["sensor"])
         self.create_timer(1.0 / self.fps, self.tick)
-        self.get_logger().info(f"{HELP} (publish them on record_control); dataset {self.settings.root} has "
+        self.get_logger().info(f"{operator_help(self.keys.terminal is not None)}; dataset {self.settings.root} has "
                                f"{self.store.episodes} episode(s); waiting for joint_states and cameras "
                                f"{list(self.sources)}")
 

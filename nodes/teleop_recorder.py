@@ -19,7 +19,8 @@ from std_msgs.msg import String
 from sgvla.so101.hardware.arm import FollowerArm, LeaderArm
 from sgvla.so101.hardware.cameras import Camera
 from sgvla.so101.hardware.config import load_hardware_config
-from sgvla.so101.hardware.recording import HELP, EpisodeStore, KeyQueue, TeleopRecorder, TerminalKeys, dataset_features
+from sgvla.so101.hardware.recording import (EpisodeStore, KeyQueue, TeleopRecorder, TerminalKeys, dataset_features,
+                                            operator_help)
 from sgvla.so101.recording import RecordingSettings
 
 
@@ -70,7 +71,7 @@ class TeleopRecorderNode(ResourceNode):
         self.publisher = self.create_publisher(JointState, "joint_states", QOS["sensor"])
         self.create_subscription(String, "record_control", self.on_control, QOS["reliable"])
         self.create_timer(1.0 / fps, self.tick)
-        self.get_logger().info(f"{HELP} (or publish them on record_control); dataset {rec.root} "
+        self.get_logger().info(f"{operator_help(self.keys.terminal is not None)}; dataset {rec.root} "
                                f"has {self.store.episodes} episode(s)")
 
     def on_control(self, msg: String):

@@ -16,6 +16,20 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sgvla.core.interrupts import exit_code, sigterm_as_interrupt
+
+    saved: list = []
+    with sigterm_as_interrupt():
+        try:
+            return _run(args, saved)
+        except KeyboardInterrupt as e:  # Ctrl-C while the tables or plots are made: one line, not matplotlib's stack
+            from sgvla.eval.report import interrupted_note
+
+            print(f"sgvla report: {interrupted_note(Path(args.run_dir), saved)}", flush=True)
+            return exit_code(e)
+
+
+def _run(args: argparse.Namespace, saved: list) -> int:
     from rich.console import Console
     from rich.markup import escape
 
@@ -52,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     print(table, flush=True)
     out = Path(args.out) if args.out else run_dir
     try:
-        paths = write_report(out, records, outstanding, plan)
+        paths = write_report(out, records, outstanding, plan, saved)
     except OSError as e:
         return fail(f"cannot write the report files into {out}: {e.strerror}; the table is above, or pass "
                     "--out DIR to write them elsewhere")

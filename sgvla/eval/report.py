@@ -32,6 +32,8 @@ policy failures.
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -371,7 +373,7 @@ def _fmt_sequential(s: SequentialResult | None, mode: str) -> str:
     if s.at_pair is not None:
         better = short(mode) if s.decision == "treatment" else short(BASELINE)
         return f"{better} better (pair {s.at_pair})"
-    return "not decided" if s.decision == "inconclusive" else f"undecided ({s.pairs}/{s.planned})"
+    return "inconclusive" if s.decision == "inconclusive" else f"undecided ({s.pairs}/{s.planned})"
 
 
 def _sequential_note(plan: SequentialPlan | None) -> str:
@@ -379,8 +381,8 @@ def _sequential_note(plan: SequentialPlan | None) -> str:
         return "seq.: no plan (config.yaml) with these records, so no sequential verdict."
     return (f"seq.: exact sequential McNemar test at alpha={plan.alpha:g} over the pairs in the order run "
             "(O'Brien-Fleming-like alpha spending, a look after every discordant pair): where it says better, "
-            "the run could stop at that pair; undecided (m/M): m of the M planned pairs so far; not decided: "
-            "all planned pairs run.")
+            "the run could stop at that pair; undecided (m/M): m of the M planned pairs so far; inconclusive: "
+            "all planned pairs run without a decision (as `sequential` in table.csv).")
 
 
 def infra_note(outstanding: Iterable[dict]) -> str:
@@ -504,10 +506,33 @@ def _sequential_columns(s: SequentialResult | None, mode: str) -> dict:
             "planned_pairs": s.planned, "alpha": s.alpha}
 
 
-def _bars(groups: list[tuple], policies: list[str], modes: list[str], cell, ylabel: str, ylim: float,
-          path: Path) -> Path:
-    """Grouped bars, one panel per policy: per group (task row) a bar per mode, `cell(group, policy, mode)` giving
-    (value, low, high) or None; controls hatched."""
+def _wrap(name: str, width: int = 12) -> str:
+    """A perturbation name on lines of about `width` characters, broken after its underscores."""
+    lines: list[str] = []
+    for part in re.split(r"(?<=_)", name):
+        if lines and len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def _group_labels(groups: list[tuple]) -> tuple[list[str], str]:
+    """(tick label per group, x-axis label). With one perturbation throughout, the ticks are task ids alone and the
+    axis names the perturbation; otherwise each tick names its perturbation, wrapped, so neighbours never overlap."""
+    perturbations = sorted({p for t, p in groups if t != -1})
+    if len(perturbations) <= 1:
+        axis = f"task (perturbation: {perturbations[0]})" if perturbations else "task"
+        return ["all" if t == -1 else f"T{t}" for t, _ in groups], axis
+    return ["all" if t == -1 else f"T{t}\n{_wrap(p)}" for t, p in groups], "task, perturbation"
+
+
+def bar_figure(groups: list[tuple], policies: list[str], modes: list[str], cell, ylabel: str, ylim: float):
+    """Grouped bars, one panel per policy: per group (a task row, the pooled "all" last) a bar per mode,
+    `cell(group, policy, mode)` giving (value, low, high, text) or None. Every bar is outlined and carries its text
+    (the count k/n) above its interval; a bar at 0 is a stub, so a mode that never succeeded shows as one and is
+    not mistaken for one that did not run. Controls are hatched. One legend for the figure, below the panels,
+    where it covers no bar. Returns the matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -515,41 +540,78 @@ def _bars(groups: list[tuple], policies: list[str], modes: list[str], cell, ylab
     import numpy as np
 
     labels = _labels(modes)
-    fig, axes = plt.subplots(len(policies), 1, figsize=(max(6, 0.9 * len(groups) + 2), 3.2 * len(policies)),
+    ticks, xlabel = _group_labels(groups)
+    lines = max(t.count("\n") + 1 for t in ticks)
+    width_in = max(6.0, 0.17 * len(groups) * len(modes) + 1.8)
+    panel_in, legend_in = 2.9 + 0.12 * lines, 0.35 * math.ceil(len(modes) / 6) + 0.15
+    fig, axes = plt.subplots(len(policies), 1, figsize=(width_in, panel_in * len(policies) + legend_in),
                              squeeze=False)
     width = 0.8 / len(modes)
+    stub = 0.02 * ylim
     for ax, policy in zip(axes[:, 0], policies):
         for i, mode in enumerate(modes):
-            cells = [cell(group, policy, mode) for group in groups]
+            color = f"C{i % 10}"
             x = np.arange(len(groups)) + (i - (len(modes) - 1) / 2) * width
+            cells = [cell(group, policy, mode) for group in groups]
             val, low, high = (np.array([np.nan if c is None else c[j] for c in cells], dtype=float) for j in range(3))
-            ax.bar(x, val, width, label=labels[mode], hatch="//" if is_control(mode) else None,
-                   yerr=np.nan_to_num([val - low, high - val]), capsize=2)
-        ax.set_xticks(np.arange(len(groups)), ["all" if t == -1 else f"T{t}\n{p}" for t, p in groups], fontsize=7)
-        ax.set_ylim(0, 1.25 * ylim)  # headroom for the legend above the bars
+            shown = np.where(val < stub, stub, val)  # a 0 (or nearly) is a stub, outlined: visible
+            ax.bar(x, shown, width, color=color, edgecolor="black", linewidth=0.5,
+                   label=labels[mode] + (" (control)" if is_control(mode) else ""),
+                   hatch="//" if is_control(mode) else None)
+            ax.errorbar(x, val, yerr=np.nan_to_num([val - low, high - val]), fmt="none", ecolor="black",
+                        elinewidth=1, capsize=2)
+            for xi, c in zip(x, cells):
+                if c is not None and len(c) > 3 and c[3]:
+                    ax.text(xi, max(c[0], c[2], stub) + 0.02 * ylim, c[3], rotation=90, ha="center", va="bottom",
+                            fontsize=6)
+        if len(groups) > 1 and groups[-1][0] == -1:  # the pooled group apart from the tasks
+            ax.axvline(len(groups) - 1.5, color="0.6", linewidth=0.8, linestyle="--")
+        ax.set_xticks(np.arange(len(groups)), ticks, fontsize=7)
+        ax.set_xlim(-0.6, len(groups) - 0.4)
+        ax.set_ylim(0, 1.22 * ylim)  # headroom for the counts above the intervals
         ax.set_yticks(np.linspace(0, ylim, 6))
         ax.set_ylabel(ylabel)
+        ax.set_xlabel(xlabel, fontsize=8)
         ax.set_title(policy)
-        ax.legend(fontsize=7, ncols=min(len(modes), 6), loc="upper center")
-    fig.tight_layout()
+    handles, names = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncols=min(len(modes), 6), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    """The figure as `path`, whole or not at all (written beside it, then moved over it)."""
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.savefig(tmp, dpi=150, format=path.suffix.lstrip(".") or "png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
     return path
 
 
-def plot(records: Iterable[dict], path: Path) -> Path:
-    """Success per task and pooled ("all") per mode (controls hatched) with 95% Wilson intervals, one panel per
-    policy."""
+def success_figure(records: Iterable[dict]):
+    """Success per task and pooled ("all") per mode (controls hatched) with 95% Wilson intervals and k/n on each bar,
+    one panel per policy."""
     records = list(records)
     policies, modes, table = summarize(records)
     table.update(_overall(records, None))
 
     def cell(group, policy, mode):
         c = table[group].get((policy, mode))
-        return None if c is None else (100 * c.rate.value, 100 * c.rate.low, 100 * c.rate.high)
+        return None if c is None else (100 * c.rate.value, 100 * c.rate.low, 100 * c.rate.high,
+                                       f"{c.rate.successes}/{c.rate.n}")
 
-    return _bars(list(table), policies, modes, cell, "success (%)", 100, path)
+    return bar_figure(list(table), policies, modes, cell, "success (%)", 100)
+
+
+def plot(records: Iterable[dict], path: Path) -> Path:
+    """success.png: `success_figure`."""
+    return _save(success_figure(records), Path(path))
 
 
 def progress_cells(records: Iterable[dict]) -> dict[tuple, dict[tuple[str, str], Bootstrap]]:
@@ -565,31 +627,66 @@ def progress_cells(records: Iterable[dict]) -> dict[tuple, dict[tuple[str, str],
             for group, arms in sorted(values.items(), key=lambda kv: (kv[0][0] == -1, kv[0]))}  # pooled last
 
 
-def progress_plot(records: Iterable[dict], path: Path) -> Path | None:
-    """Mean progress per task and pooled per mode with 95% bootstrap intervals, one panel per policy; None (no
-    file) when no episode has a progress score."""
+def progress_figure(records: Iterable[dict]):
+    """Mean progress per task and pooled per mode with 95% bootstrap intervals and the episodes (n=) on each bar,
+    one panel per policy; None when no episode has a progress score."""
+    records = list(records)
     cells = progress_cells(records)
     if not cells:
         return None
+    counts: Counter = Counter()
+    for r in records:
+        if _progress(r) is not None:
+            for group in ((int(r["task_id"]), r["perturbation"]), (-1, "all")):
+                counts[(group, r["policy"], r["mode"])] += 1
     policies = sorted({p for arms in cells.values() for p, _ in arms})
     modes = sorted({m for arms in cells.values() for _, m in arms}, key=_mode_key)
-    return _bars(list(cells), policies, modes, lambda g, p, m: cells[g].get((p, m)), "progress (mean)", 1.0, path)
+
+    def cell(group, policy, mode):
+        b = cells[group].get((policy, mode))
+        return None if b is None else (*b, f"n={counts[(group, policy, mode)]}")
+
+    return bar_figure(list(cells), policies, modes, cell, "progress (mean)", 1.0)
 
 
-def _write_csv(path: Path, rows: list[dict], fields: list[str]) -> None:
+def progress_plot(records: Iterable[dict], path: Path) -> Path | None:
+    """progress.png: `progress_figure`; None (no file) when no episode has a progress score."""
+    fig = progress_figure(records)
+    return None if fig is None else _save(fig, Path(path))
+
+
+def _replace(path: Path, write) -> Path:
+    """`write(tmp)` into a file beside `path`, then moved over it: an interrupted report leaves each file whole, the
+    new one or the previous one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write_csv(path: Path, rows: list[dict], fields: list[str]) -> Path:
     import csv
 
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    return _replace(path, write)
 
 
 def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict] = (),
-                 plan: SequentialPlan | None = None) -> dict[str, Path]:
+                 plan: SequentialPlan | None = None, saved: list[Path] | None = None) -> dict[str, Path]:
     """table.md, table.csv, comparisons.csv and success.png in `run_dir`, and failures.csv and progress.png where the
-    records have failure classes and progress scores; returns their paths."""
+    records have failure classes and progress scores; returns their paths. Each file is written whole or not at all;
+    `saved`, where given, gains each one's path as it is written, so a caller interrupted part way (Ctrl-C while the
+    plots draw) can say which are new."""
     run_dir = Path(run_dir)
+    saved = [] if saved is None else saved
     records, outstanding = list(records), list(outstanding)
     if not records:
         raise ValueError(f"{run_dir}: no episode records to report")
@@ -597,16 +694,25 @@ def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict]
     paths = {"markdown": run_dir / "table.md", "csv": run_dir / "table.csv", "comparisons": run_dir / "comparisons.csv",
              "plot": run_dir / "success.png"}
     comps = comparisons(records)
-    paths["markdown"].write_text(_markdown(records, outstanding, plan, comps) + "\n")
+    text = _markdown(records, outstanding, plan, comps) + "\n"
+    saved.append(_replace(paths["markdown"], lambda tmp: tmp.write_text(text)))
     rows = _csv_rows(records, outstanding, plan, comps)
-    _write_csv(paths["csv"], rows, list(rows[0]))
-    _write_csv(paths["comparisons"], comparison_rows(comps), COMPARISON_COLUMNS)
+    saved.append(_write_csv(paths["csv"], rows, list(rows[0])))
+    saved.append(_write_csv(paths["comparisons"], comparison_rows(comps), COMPARISON_COLUMNS))
     counted = failure_counts(records)
     if counted is not None:
         paths["failures"] = run_dir / "failures.csv"
-        _write_csv(paths["failures"], counted[1], list(counted[1][0]))
-    plot(records, paths["plot"])
+        saved.append(_write_csv(paths["failures"], counted[1], list(counted[1][0])))
+    saved.append(plot(records, paths["plot"]))
     progress = progress_plot(records, run_dir / "progress.png")
     if progress is not None:
         paths["progress_plot"] = progress
+        saved.append(progress)
     return paths
+
+
+def interrupted_note(run_dir: Path, saved: Iterable[Path]) -> str:
+    """The one line of a report interrupted (Ctrl-C) while it was written: what is new, and how to finish it."""
+    names = ", ".join(Path(p).name for p in saved) or "no report file"
+    return (f"interrupted while writing the report: saved {names}; the records are complete, "
+            f"`sgvla report {run_dir}` writes the report again")

@@ -94,7 +94,7 @@ def test_report_pairs_by_seed_and_pools_tasks():
     assert rows[(1, "scene_graph")]["mcnemar_p_holm"] == "" and rows[("all", "standard")]["mcnemar_p_holm"] == ""
     # 5 of 6 pairs for the graph is not significant at 0.05 even after all of them (McNemar p = 0.062)
     plan = SequentialPlan(alpha=0.05, seeds=3, tasks=2)
-    assert "| +83.3 (p=0.062, Holm 0.062) | not decided |" in markdown_table(records, plan=plan)
+    assert "| +83.3 (p=0.062, Holm 0.062) | inconclusive |" in markdown_table(records, plan=plan)
     assert {r["sequential"] for r in csv_rows(records, plan=plan) if r["mode"] == "scene_graph"} == {"inconclusive"}
 
 

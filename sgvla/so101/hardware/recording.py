@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from lerobot.configs.video import DepthEncoderConfig
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from lerobot.utils.constants import DEFAULT_FEATURES
 from lerobot.utils.feature_utils import hw_to_dataset_features
@@ -49,6 +50,32 @@ EPISODE_DIRS = ("data", "videos", "meta/episodes")  # each episode adds files of
 
 class RecordingError(RuntimeError):
     pass
+
+
+# -- the video encoders' banners ---------------------------------------------------------------------------------
+# LeRobot encodes camera streams with SVT-AV1 and depth streams with x265 (lossless HEVC); both print their version,
+# build, CPU features and every setting to stderr for each video they open (about 60 lines per saved episode), at
+# their own "info" level and past libav's log level. Their errors still print; so do their warnings about a
+# user's own settings being changed, not the tuning notes they print for small images.
+SVT_LOG = "1"  # SVT-AV1's SVT_LOG: 1 = errors (0 fatal, 2 warnings, 3 info: its default); a user's own SVT_LOG wins
+X265_LOG = "log-level=error"
+
+
+@dataclass
+class QuietDepthEncoder(DepthEncoderConfig):
+    """LeRobot's depth encoder, settings and all (so the dataset's info.json records exactly LeRobot's defaults),
+    with x265's log level at errors: added to the options handed to the codec, not to the persisted settings."""
+
+    def get_codec_options(self, encoder_threads: int | None = None, as_strings: bool = False) -> dict:
+        options = super().get_codec_options(encoder_threads, as_strings)
+        if self.vcodec == "hevc":
+            options["x265-params"] = ":".join(p for p in (options.get("x265-params"), X265_LOG) if p)
+        return options
+
+
+def quiet_encoders() -> None:
+    """SVT-AV1 reads its log level from the environment when an encoder opens."""
+    os.environ.setdefault("SVT_LOG", SVT_LOG)
 
 
 def dataset_features(cameras: Mapping[str, tuple[int, int, bool]], scene_graphs: bool = False) -> dict:
@@ -129,18 +156,21 @@ class EpisodeStore:
                  robot_type: str = "so101_follower", image_writer_threads: int = 4):
         self.root, self.repo_id, self.fps = Path(root), repo_id, fps
         self.image_writer_threads = image_writer_threads
+        quiet_encoders()
         if (self.root / "meta" / "info.json").is_file():
             recover(self.root)
             self.dataset = self._resume()
             self._check_matches(features)
         else:
             self.dataset = LeRobotDataset.create(repo_id, fps, features, root=self.root, robot_type=robot_type,
-                                                 use_videos=True, image_writer_threads=image_writer_threads)
+                                                 use_videos=True, image_writer_threads=image_writer_threads,
+                                                 depth_encoder=QuietDepthEncoder())
         self.episodes = self.dataset.meta.total_episodes  # saved episodes
         self.frames = 0  # frames of the episode being recorded
 
     def _resume(self) -> LeRobotDataset:
-        return LeRobotDataset.resume(self.repo_id, root=self.root, image_writer_threads=self.image_writer_threads)
+        return LeRobotDataset.resume(self.repo_id, root=self.root, image_writer_threads=self.image_writer_threads,
+                                     depth_encoder=QuietDepthEncoder())
 
     def _check_matches(self, features: dict) -> None:
         def shape(fts: dict) -> dict:
@@ -197,6 +227,13 @@ START, SAVE, RERECORD, ABORT, QUIT = "start", "save", "rerecord", "abort", "quit
 TOGGLE = "toggle"  # start when idle, save when recording
 KEYMAP = {" ": TOGGLE, "\n": TOGGLE, "\r": TOGGLE, "s": TOGGLE, "r": RERECORD, "a": ABORT, "q": QUIT, "\x1b": QUIT}
 HELP = "keys: space/enter = start or save episode, r = re-record, a = abort episode, q/esc = quit"
+TOPIC_HELP = "commands on record_control (std_msgs/String): start, save, toggle, rerecord, abort, quit"
+
+
+def operator_help(reads_terminal: bool) -> str:
+    """A recorder node's line on how to operate it: the keys only when it reads a terminal (under a launch its stdin
+    is none, and a key hint there sends the operator pressing keys nobody reads), the topic always."""
+    return f"{HELP}; or {TOPIC_HELP}" if reads_terminal else TOPIC_HELP
 
 
 class KeySource(Protocol):
