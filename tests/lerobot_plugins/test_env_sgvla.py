@@ -16,8 +16,10 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import draccus
 import mujoco
 import numpy as np
 import pytest
@@ -61,6 +63,23 @@ def test_bad_options_fail_when_built_naming_the_choices(env_type):
         make_env_config(env_type, episode_length=0)
     with pytest.raises(ValueError, match="image_size"):
         make_env_config(env_type, image_size=8)
+
+
+@dataclass
+class EnvOnly:
+    env: EnvConfig
+
+
+def test_bad_option_on_the_command_line_fails_as_it_is_parsed():
+    """lerobot-eval's parser (draccus) builds the config from --env.* options: the sgvla error, with the choices, is
+    the cause of its ParsingError (printed in lerobot-eval's traceback) before any env or policy is made."""
+    with pytest.raises(draccus.utils.ParsingError) as error:
+        draccus.parse(EnvOnly, args=["--env.type=sgvla_libero", "--env.context_mode=graph"])
+    assert "unknown context mode 'graph'; choose from" in str(error.value.__cause__)
+    parsed = draccus.parse(EnvOnly, args=["--env.type=sgvla_so101_twin", "--env.context_mode=shuffled_graph",
+                                          "--env.task_ids=[1,4]", "--env.episode_length=50"])
+    assert parsed.env.type == "sgvla_so101_twin" and parsed.env.plan().tasks == [1, 4]
+    assert parsed.env.plan().max_steps == 50 and parsed.env.plan().modes == ["shuffled_graph"]
 
 
 def twin_env(mode: str) -> SgvlaEnv:
