@@ -35,17 +35,26 @@ def _reasons(outstanding: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sgvla.core.interrupts import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():  # SIGTERM stops the run as Ctrl-C does: workers ended, the folder's lock released
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
     import sgvla.plugins  # noqa: F401  (plans name registered suites, policies, graph sources, context modes)
     from sgvla.core.config import ConfigError, load_config
     from sgvla.eval.config import EvalConfig
-    from sgvla.eval.report import SequentialPlan, markdown_table, write_report
+    from sgvla.core.interrupts import exit_code
+    from sgvla.eval.report import SequentialPlan, interrupted_note, markdown_table, write_report
     from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, RunFolderGone, open_records
     from sgvla.eval.run_dir import RunDirError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("OpenGL").setLevel(logging.WARNING)  # PyOpenGL's INFO that its optional accelerator is absent
     console = Console()
 
     def say(text: str, style: str = "bold red") -> None:
@@ -71,22 +80,29 @@ def run(args: argparse.Namespace) -> int:
     except RunFolderGone as e:
         say(f"sgvla eval: stopped: {e}")
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         say("sgvla eval: interrupted; every finished episode is recorded: rerun the same command to continue")
-        return 130
+        return exit_code(e)
     if summary.superseded is not None:
         say(f"started a new run; the previous run's files are in {summary.superseded}", "bold yellow")
-    results, infra = open_records(summary.path.parent, writable=False)
-    records = list(results.records())
-    outstanding_all = infra.outstanding(results)
-    if records:
-        stored = SequentialPlan.stored(summary.path.parent)
-        print(markdown_table(records, outstanding_all.values(), stored), flush=True)
-        try:
-            paths = write_report(summary.path.parent, records, outstanding_all.values(), stored)
-            console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
-        except OSError as e:
-            say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")
+    if summary.complete and not summary.recorded and not summary.infra_failed:  # a resume with nothing left
+        say(f"all {summary.planned} episodes already recorded in {summary.path.parent}; nothing to run", "bold")
+    saved: list = []
+    try:
+        results, infra = open_records(summary.path.parent, writable=False)
+        records = list(results.records())
+        outstanding_all = infra.outstanding(results)
+        if records:
+            stored = SequentialPlan.stored(summary.path.parent)
+            print(markdown_table(records, outstanding_all.values(), stored), flush=True)
+            try:
+                paths = write_report(summary.path.parent, records, outstanding_all.values(), stored, saved)
+                console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
+            except OSError as e:
+                say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")
+    except KeyboardInterrupt as e:  # Ctrl-C while the tables or plots are made: one line, not matplotlib's stack
+        say(f"sgvla eval: {interrupted_note(summary.path.parent, saved)}")
+        return exit_code(e)
     for name, stats in summary.policy_server.items():
         if stats["batches"]:
             console.print(f"policy server: {name}: {stats['steps']} steps in {stats['batches']} forward passes "

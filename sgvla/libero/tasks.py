@@ -31,12 +31,29 @@ def _problem(path: Path) -> BddlProblem:
     return BddlProblem.read(path)
 
 
+TASK_ORDER_LINE = "[info] using task orders"  # LIBERO's benchmark prints it (stdout) whenever one is made
+
+
 @cache
 def _suite():
+    """LIBERO's benchmark of the suite and its BDDL folder. The benchmark's constructor prints its task order, which
+    for sgvla is always LIBERO's own (order index 0: the ids above): a line every process of a run repeats (the
+    main one and each worker) and that tells nothing the task ids do not. It is left out; anything else the
+    constructor prints passes."""
+    import contextlib
+    import io
+    import sys
+
     prepare_libero()
     from libero.libero import benchmark, get_libero_path
 
-    return benchmark.get_benchmark_dict()[SUITE](), Path(get_libero_path("bddl_files"))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        suite = benchmark.get_benchmark_dict()[SUITE]()
+    other = [line for line in printed.getvalue().splitlines() if not line.startswith(TASK_ORDER_LINE)]
+    if other:
+        print("\n".join(other), file=sys.stdout)
+    return suite, Path(get_libero_path("bddl_files"))
 
 
 def num_tasks() -> int:

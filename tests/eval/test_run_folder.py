@@ -132,7 +132,7 @@ def test_output_folder_problems_are_messages(finished_run, tmp_path, capsys):
     elsewhere = read_only(out, [*cli, "report", str(out), "--out", str(tmp_path / "tables")])
     assert elsewhere.returncode == 0 and (tmp_path / "tables" / "table.csv").is_file()
     # the sequential verdict from the plan stored with the records: one pair planned, run, nothing decided
-    assert "| not decided |" in elsewhere.stdout and "alpha=0.05" in elsewhere.stdout
+    assert "| inconclusive |" in elsewhere.stdout and "alpha=0.05" in elsewhere.stdout
 
 
 def test_a_corrupt_line_is_refused_with_file_and_line_and_nothing_changes(finished_run, tmp_path, capsys):
