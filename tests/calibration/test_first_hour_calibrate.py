@@ -68,7 +68,7 @@ def test_default_is_the_current_folder_and_an_existing_file_needs_force(shots, t
     mine = digest(written)
     assert calibrate(shots) == 1
     out, err = capsys.readouterr()
-    assert err.strip().splitlines() == [f"error: agentview.yaml exists; pass --force to replace it (its extrinsics "
+    assert err.strip().splitlines() == ["error: agentview.yaml exists; pass --force to replace it (its extrinsics "
                                         "are kept unless --board-pose is given), or --out DIR to write elsewhere"], err
     assert "images" not in out and "Traceback" not in err  # refused before the work, in one line
     assert digest(written) == mine
