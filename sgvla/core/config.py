@@ -159,31 +159,30 @@ def load_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | N
     try:
         return from_mapping(cls, apply_overrides(data, overrides), str(path))
     except ConfigError as e:
-        raise _blame(cls, data, dict(overrides or {}), str(path), source) or e from None
+        raise _blame(cls, data, dict(overrides or {}), e, str(path), source) or e from None
 
 
-def _blame(cls: type, data: dict, overrides: dict[str, Any], where: str, source: str) -> ConfigError | None:
-    """The error of the first override (in the order given) whose addition makes the config invalid, reworded to
-    name it; None when the file alone is already invalid (the file's error stands) or no single override is at
-    fault."""
-    def fails(items: dict) -> ConfigError | None:
+def _blame(cls: type, data: dict, overrides: dict[str, Any], error: ConfigError, where: str,
+           source: str) -> ConfigError | None:
+    """`error` (of the file with all overrides) reworded to name the overrides it comes from: those without which
+    the error goes away or becomes another. None when the file alone is already invalid (the file's error stands)
+    or no override is implicated."""
+    def outcome(items: dict) -> str:
         try:
             from_mapping(cls, apply_overrides(data, items), where)
         except ConfigError as e:
-            return e
-        return None
+            return str(e)
+        return ""
 
-    if not overrides or fails({}) is not None:
+    text = str(error)
+    if not overrides or outcome({}):
         return None
-    applied: dict[str, Any] = {}
-    for key, value in overrides.items():
-        applied[key] = value
-        error = fails(applied)
-        if error is not None:
-            text = str(error)
-            rest = text[len(where):].lstrip(".: ") if text.startswith(where) else text
-            return ConfigError(f"{source}: {key}={_yaml_text(value)}: {rest}")
-    return None
+    implicated = [key for key in overrides if outcome({k: v for k, v in overrides.items() if k != key}) != text]
+    if not implicated:
+        return None
+    items = " ".join(f"{key}={_yaml_text(overrides[key])}" for key in implicated)
+    rest = text[len(where):].lstrip(".: ") if text.startswith(where) else text
+    return ConfigError(f"{source}: {items}: {rest}")
 
 
 def _yaml_text(value: Any) -> str:

@@ -34,7 +34,7 @@ def load_eval_config(config: str, overrides: str = "", output_dir: str = "") -> 
     items = parse_line(overrides)
     if output_dir:
         items["output_dir"] = output_dir
-    cfg = load_config(EvalConfig, resolve_data_path(config), items)
+    cfg = load_config(EvalConfig, resolve_data_path(config), items, source="overrides")  # the parameter, by name
     validate(cfg)
     if not cfg.graph_source.over_topics:
         carried = sorted(name for name, c in GraphSourceConfig.choices().items() if c.over_topics)
