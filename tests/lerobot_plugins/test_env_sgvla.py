@@ -57,6 +57,8 @@ def test_bad_options_fail_when_built_naming_the_choices(env_type):
         assert mode in str(error.value)
     with pytest.raises(ValueError, match="ground_truth"):
         make_env_config(env_type, graph_source="oracle")
+    with pytest.raises(ValueError, match="unknown key.* bogus; valid keys: client"):  # a source's own options
+        make_env_config(env_type, graph_source="vlm", graph_source_options="client=qwen2_5_vl_7b bogus=1")
     with pytest.raises(ValueError, match="unknown task id"):
         make_env_config(env_type, task_ids=[42])
     with pytest.raises(ValueError, match="max_steps must be >= 1"):
@@ -133,7 +135,8 @@ def test_standard_task_is_the_task_alone():
     env = twin_env("standard")
     try:
         obs, _ = env.reset(seed=1)
-        assert env.task_description == env.backend.task == "pick up the black bowl on top of the drawer and place it on the stove"
+        task = "pick up the black bowl on top of the drawer and place it on the stove"
+        assert env.task_description == env.backend.task == task
         swap_bowls(env)
         env.step(obs["agent_pos"])
         assert env.task_description == env.backend.task

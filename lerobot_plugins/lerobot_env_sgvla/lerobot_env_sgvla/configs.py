@@ -2,11 +2,12 @@
 
 Each is a registered `EnvConfig` whose options are sgvla's evaluation choices for one suite: the tasks, the context
 mode (`standard`, `scene_graph`, the controls `filler`, `wrong_graph`, `shuffled_graph`, ...: every registered
-`ContextMode`), the graph source (`ground_truth`, ...: every registered `GraphSourceConfig` that needs no options of
-its own), the perturbation set, the episode length, the image size. The options are checked when the config is built
-by building the sgvla plan they amount to (`plan()`, an `sgvla.eval.config.EvalConfig`), so a bad option fails with
-the message `sgvla eval` gives, naming the valid choices. `create_envs` gives LeRobot's `{type: {task_id: vector
-env}}` of `lerobot_env_sgvla.env.SgvlaEnv`.
+`ContextMode`), the graph source (`ground_truth`, `vlm`, `fiducial`: every registered `GraphSourceConfig`, with its
+options), the perturbation set, the episode length, the image size. The options are checked when the config is built
+by building the sgvla plan they amount to (`plan()`, an `sgvla.eval.config.EvalConfig`; a graph source's own options
+are read by sgvla's config loader), so a bad option fails with the message `sgvla eval` gives, naming the valid
+choices; what the options alone cannot tell (a VLM client's file) is checked as `sgvla eval` checks it, before the
+envs are made. `create_envs` gives LeRobot's `{type: {task_id: vector env}}` of `lerobot_env_sgvla.env.SgvlaEnv`.
 
 Observations follow LeRobot's conventions for the embodiment: ``sgvla_libero`` is LeRobot's ``libero`` env
 (``pixels`` ``image``/``image2``, ``robot_state``; the same features, features map and env processors: LeRobot
@@ -29,6 +30,7 @@ from lerobot.envs.configs import LiberoEnv as LeRobotLiberoEnv
 from lerobot.utils.constants import ACTION, OBS_IMAGES, OBS_STATE
 
 import sgvla.plugins  # noqa: F401  every registered suite, context mode and graph source
+from sgvla.core.config import from_mapping, parse_line
 from sgvla.core.context import ContextMode
 from sgvla.core.graph_source import GraphSourceConfig
 from sgvla.eval.config import EvalConfig
@@ -43,7 +45,10 @@ class SgvlaEnvConfig(EnvConfig):
 
     task_ids: list[int] | None = None  # None: every task of the suite
     context_mode: str = "standard"  # a registered sgvla context mode
-    graph_source: str = "ground_truth"  # a registered sgvla graph source (one without options of its own)
+    graph_source: str = "ground_truth"  # a registered sgvla graph source
+    # Its options as sgvla's key=value items in one string (values read as YAML), e.g. for graph_source=vlm
+    # "client=qwen2_5_vl_7b rate_hz=2"; "": its defaults.
+    graph_source_options: str = ""
     perturbation: str = ""  # a perturbation set of the suite; "": the suite's default set (as `sgvla eval`)
     episode_length: int | None = None  # steps; None: the suite's limit
     view: str = ""  # the camera whose graph the prompt shows; "": the suite's agent view
@@ -71,7 +76,8 @@ class SgvlaEnvConfig(EnvConfig):
         ContextMode.choice(self.context_mode)
         if self.context_style not in STYLES:
             raise ValueError(f"unknown context_style {self.context_style!r}; choose from {list(STYLES)}")
-        source = GraphSourceConfig.choice(self.graph_source)()
+        options = parse_line(self.graph_source_options, "graph_source_options item")
+        source = from_mapping(GraphSourceConfig, {"type": self.graph_source, **options}, "env.graph_source")
         return EvalConfig(suite=self.suite_config(), tasks=self.task_ids, perturbations=self.perturbation,
                           modes=[self.context_mode], graph_source=source, view=self.view,
                           context_style=self.context_style, max_steps=self.episode_length,
@@ -85,10 +91,14 @@ class SgvlaEnvConfig(EnvConfig):
         """One vector env of `n_envs` sub-envs per task, as LeRobot's LIBERO env makes them."""
         from lerobot_env_sgvla.env import make_sgvla_env
 
+        from sgvla.eval.runner import validate
+
         if n_envs < 1:
             raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+        plan = self.plan()
+        validate(plan)  # the graph source's environment (a VLM client's file, its API key), as `sgvla eval` does
         envs = {}
-        for task_id in self.plan().tasks:
+        for task_id in plan.tasks:
             fns = [partial(make_sgvla_env, self, task_id) for _ in range(n_envs)]
             if use_async_envs and n_envs > 1:
                 envs[task_id] = gym.vector.AsyncVectorEnv(fns, context="forkserver",
@@ -110,7 +120,7 @@ class SgvlaEnvConfig(EnvConfig):
 
 
 def _loop_policy():
-    """The plan's policy entry: sgvla runs none (LeRobot's loop steps the policy); `hold` reads nothing a suite lacks."""
+    """The plan's policy entry: sgvla runs none (LeRobot's loop steps it); `hold` reads nothing a suite lacks."""
     from sgvla.policies.registry import PolicyConfig
 
     return PolicyConfig.choice("hold")()
