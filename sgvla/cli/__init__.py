@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "launch": "launch",
     "calibrate": "calibrate",
     "markers": "markers",
+    "bag2dataset": "bag2dataset",
 }
 
 
