@@ -22,5 +22,8 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = tiny.TINY_BUILDERS[args.type](args.out_dir, seed=args.seed, dataset=args.dataset)
-    print(f"{args.type} policy saved to {path}; load it with policy.type={args.type} policy.path={path}")
+    # sgvla's own syntax (a policies entry of the plan), as `sgvla eval` takes it; LeRobot's tools take the folder
+    # as --policy.path as for any checkpoint.
+    print(f"{args.type} policy saved to {path}; evaluate it with: sgvla eval "
+          f"'policies=[{{type: {args.type}, path: {Path(path).absolute()}, device: cpu}}]'")
     return 0

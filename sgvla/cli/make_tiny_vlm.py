@@ -1,0 +1,35 @@
+"""``sgvla make-tiny-vlm``: save a tiny random-weight Qwen2.5-VL with its processor (offline; `sgvla.vlm.tiny`) and
+a transformers client config beside it (``client.yaml``), so ``vlm-bench``, ``vlm-annotate``, ``graph_source=vlm``
+and ``vlm-serve`` run end to end without the hub or a GPU. Its answers are random (mostly dropped as no triplet):
+it checks the plumbing, not a model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# CPU, float32 and a short answer: the tiny tokenizer needs about 40 tokens per triplet line, and a random model
+# would otherwise talk for the full 4096 tokens; the grammar keeps every line a triplet of the ontology.
+CLIENT = ("# written by sgvla make-tiny-vlm: the tiny random model beside this file, on the CPU\n"
+          "type: transformers\nname: tiny-qwen2.5-vl\nmodel: {model}\ndevice: cpu\ndtype: float32\nbatch_size: 1\n"
+          "max_new_tokens: 48\nconstraint: grammar\n")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("make-tiny-vlm", help="save a tiny random-weight Qwen2.5-VL and its processor (offline)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sgvla.vlm.tiny import build_tiny_qwen2_5_vl
+
+    path = build_tiny_qwen2_5_vl(args.out_dir, seed=args.seed).absolute()
+    client = path / "client.yaml"
+    client.write_text(CLIENT.format(model=path))
+    print(f"tiny Qwen2.5-VL saved to {path} with its client {client}; use it as --client {client} "
+          f"(sgvla vlm-bench DATA / sgvla vlm-annotate DATASET), graph_source=vlm graph_source.client={client} "
+          f"(sgvla eval), or serve it: sgvla vlm-serve {path} --device cpu")
+    return 0

@@ -1,0 +1,182 @@
+"""README.md as a new user meets it: every shell command of its code blocks, in order, in one fresh working folder
+(HOME there too; the checkout's tracked top-level entries linked in, as `cd` into a checkout gives; the venv's
+`sgvla` on PATH). Each command either runs as written and exits 0 (long ones with the items of the README's "Try it
+small" note appended, nothing else), or the README marks what it needs (`# ... needs: arm`) and it must fail,
+saying so, or it is a launch, started and stopped with Ctrl-C once ready. A command this file has no rule for
+fails the walk, so no README command goes untested. `make test-readme`; by section: `-k "Using_it"`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from readme_commands import README, commands  # noqa: E402
+
+pytestmark = [pytest.mark.readme, pytest.mark.slow]
+
+REPO = README.parent
+VENV_BIN = REPO / ".venv" / "bin"
+
+# The README's "Try it small" note, item for item: what each kind of command takes to run small.
+SMALL = {
+    "sgvla eval": "tasks=[0] episodes=1",
+    "sgvla demos generate": "--tasks 0 --episodes 1",
+    "sgvla record": "--episodes 1 --episode-time 5 --reset-time 0",
+    "sgvla launch sim_eval": "eval_overrides=\"tasks=[0] episodes=1\"",
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How the walk treats the commands matching `pattern`: `run` (exit 0), `fails` (exit != 0 and `message` in
+    the output: commands marked `needs:`), `launch` (started, stopped with SIGINT after `ready` shows, a clean
+    exit), `help` (a synopsis line: `sgvla CMD --help` exits 0), or `not_run` (`why`: it must not run here)."""
+
+    pattern: str
+    how: str
+    message: str = ""
+    ready: str = ""
+    why: str = ""
+    small: bool = True
+    timeout_s: float = 900.0
+    env: dict = field(default_factory=dict)
+
+
+# First match wins. Synopsis lines (metavariables in capitals, [options], a|b) are checked through --help.
+ARM = r"/dev/(tty|video)|RealSense|config file not found|not a terminal"  # no device, or no rig file of yours
+HUB = r"hub|huggingface|Name or service not known|model=DIR"
+RULES = (
+    Rule(r"needs:.*\b(leader )?arm\b", "fails", message=ARM),
+    Rule(r"needs:.*\bhub\b", "fails", message=HUB),
+    Rule(r"needs:.*\bros2\b", "fails", message=r"ros2: command not found"),
+    Rule(r"needs:.*\bslurm\b", "fails", message=r"shard"),
+    Rule(r"needs:.*\bimages\b", "fails", message=r"no images"),
+    Rule(r"needs:.*\bray cluster\b", "not_run", why="with no cluster at HEAD, Ray's driver waits for one"),
+    Rule(r"needs:.*\bgpu\b", "not_run", why="LeRobot falls back to the CPU and would train for hours"),
+    # Synopsis lines (metavariables in capitals, [options], a|b, ...) are checked through --help.
+    Rule(r"^sgvla \S+.*(\s\[|\b[A-Z]{3,}\b|\w\|\w|\.\.\.)", "help"),
+    Rule(r"^sgvla (sim-bus|markers|report|merge|demos|annotate|make-tiny-\w+|vlm-bench|vlm-annotate)$", "help"),
+    Rule(r"^sgvla launch (hardware|so101_eval)\b(?!.*--table)", "launch", ready="] [INFO] ["),
+    Rule(r"^sgvla launch sim_eval\b", "run", timeout_s=1800),
+    Rule(r"^sgvla launch \S+ --table$", "run"),
+    Rule(r"^sgvla (eval|demos generate|record)\b", "run", timeout_s=1800),
+    Rule(r"^sgvla (doctor|report|merge|annotate|make-tiny-\w+|vlm-bench|vlm-annotate|markers)\b", "run"),
+)
+
+
+def rule_for(text: str, comment: str) -> Rule | None:
+    line = f"{text}  # {comment}" if comment else text
+    for rule in RULES:
+        if re.search(rule.pattern, line if "needs:" in rule.pattern else text):
+            return rule
+    return None
+
+
+def small_items(text: str) -> str:
+    for prefix, items in SMALL.items():
+        if text.startswith(prefix):
+            return items
+    return ""
+
+
+CMDS, OTHER_BLOCKS = commands()
+
+
+def test_every_block_is_shell_yaml_or_python():
+    """A block the walk cannot read (not shell, not a YAML plan fragment, not Python) is a README error."""
+    assert [b for b in OTHER_BLOCKS if b.kind not in ("yaml", "python")] == []
+
+
+def test_every_command_has_a_rule():
+    unknown = [str(c) for c in CMDS if rule_for(c.text, c.comment) is None]
+    assert unknown == [], f"README commands the walk does not know how to treat (add a rule): {unknown}"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A fresh folder with the checkout's tracked top-level entries linked in and HOME inside it."""
+    root = tmp_path_factory.mktemp("readme_walk")
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for top in sorted({line.split("/")[0] for line in tracked.splitlines()}):
+        if not (root / top).exists():
+            (root / top).symlink_to(REPO / top)
+    (root / "home").mkdir()
+    return root
+
+
+def _env(workdir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROS_", "SGVLA_", "PYTEST"))}
+    env.update(HOME=str(workdir / "home"), PATH=f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}",
+               VIRTUAL_ENV=str(VENV_BIN.parent))
+    return env
+
+
+def _section_id(c) -> str:
+    return f"{c.line}-{re.sub(r'[^A-Za-z0-9]+', '_', c.section)[:24]}"
+
+
+@pytest.mark.parametrize("cmd", CMDS, ids=[_section_id(c) for c in CMDS])
+def test_readme_command(cmd, workdir):
+    rule = rule_for(cmd.text, cmd.comment)
+    assert rule is not None, f"no rule for {cmd}"
+    text = cmd.text
+    if rule.how == "not_run":
+        pytest.skip(f"{cmd}: {rule.why}")
+    if rule.how == "help":
+        words = shlex.split(text.replace("|", " "))
+        text = " ".join(words[:3 if words[1] in ("demos", "calibrate") else 2]) + " --help"
+    elif rule.how in ("run", "launch") and small_items(text) and "eval_overrides=" not in text:
+        text = f"{text} {small_items(text)}"
+    started = time.monotonic()
+    if rule.how == "launch":
+        out, code = _launch(text, workdir, rule)
+    else:
+        try:
+            done = subprocess.run(["bash", "-c", text], cwd=workdir, env=_env(workdir), capture_output=True,
+                                  text=True, timeout=rule.timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"{cmd}: still running after {rule.timeout_s:.0f} s ({text}); output: {e.output!r}")
+        out, code = done.stdout + done.stderr, done.returncode
+    took = time.monotonic() - started
+    print(f"[readme walk] {cmd.line}: {text} -> exit {code} in {took:.1f} s")
+    tail = out[-3000:]
+    if rule.how == "fails":
+        assert code != 0, f"{cmd} needs {cmd.needs} but exited 0 here: {tail}"
+        assert re.search(rule.message, out, re.I), f"{cmd} failed without saying {rule.message!r}: {tail}"
+    else:
+        assert code == 0, f"{cmd} (run as: {text}) exited {code} after {took:.0f} s: {tail}"
+
+
+def _launch(text: str, workdir: Path, rule: Rule) -> tuple[str, int]:
+    """Start a launch, wait for `ready` in its output, Ctrl-C it; the launch must stop its nodes and exit."""
+    log = workdir / f"launch_{time.monotonic_ns()}.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen(["bash", "-c", f"exec {text.removesuffix('&').strip()}"], cwd=workdir, env=_env(workdir), stdout=f,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while rule.ready not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if proc.poll() is not None:  # ended by itself (a refusal): its exit code stands
+            return log.read_text(), proc.returncode
+        assert rule.ready in log.read_text(), f"{text}: not ready after 300 s: {log.read_text()[-2000:]}"
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = log.read_text()
+    assert "stopping the nodes" in out, f"{text}: no orderly stop after Ctrl-C: {out[-2000:]}"
+    # Ctrl-C is how a launch ends: it exits 0 or with SIGINT's 130, never by a crash or a hang.
+    return out, 0 if code in (0, 130) else code
