@@ -3,7 +3,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install eval test doctor bench
+.PHONY: install eval test test-readme doctor bench
 install:
 	@scripts/install.sh
 
@@ -12,6 +12,10 @@ eval: install
 
 test: install
 	$(PY) -m pytest
+
+# every command of README.md in order, in a fresh folder (long: see README, "Testing")
+test-readme: install
+	$(PY) -m pytest -m readme tests/readme
 
 doctor: install
 	$(VENV)/bin/sgvla doctor

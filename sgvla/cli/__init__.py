@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "vlm-annotate": "vlm_annotate",
     "vlm-serve": "vlm_serve",
     "make-tiny-policy": "make_tiny_policy",
+    "make-tiny-vlm": "make_tiny_vlm",
     "record": "record",
     "sim-bus": "sim_bus",
     "launch": "launch",

@@ -64,7 +64,7 @@ RULES = (
     Rule(r"needs:.*\bray cluster\b", "not_run", why="with no cluster at HEAD, Ray's driver waits for one"),
     Rule(r"needs:.*\bgpu\b", "not_run", why="LeRobot falls back to the CPU and would train for hours"),
     # Synopsis lines (metavariables in capitals, [options], a|b, ...) are checked through --help.
-    Rule(r"^sgvla \S+.*(\s\[|\b[A-Z]{3,}\b|\w\|\w|\.\.\.)", "help"),
+    Rule(r"^sgvla \S+.*(\s\[|\b[A-Z][A-Z_]{2,}\b|\w\|\w|\.\.\.)", "help"),
     Rule(r"^sgvla (sim-bus|markers|report|merge|demos|annotate|make-tiny-\w+|vlm-bench|vlm-annotate)$", "help"),
     Rule(r"^sgvla launch (hardware|so101_eval)\b(?!.*--table)", "launch", ready="] [INFO] ["),
     Rule(r"^sgvla launch sim_eval\b", "run", timeout_s=1800),
