@@ -32,6 +32,27 @@ def test_a_resume_with_nothing_left_says_so_and_writes_the_report(tmp_path, caps
     assert (out / "table.md").is_file()
 
 
+def test_ctrl_c_while_the_report_is_drawn_is_one_line(tmp_path, capsys, monkeypatch):
+    import sgvla.eval.report as report
+
+    out = tmp_path / "run"
+    assert main(["eval", "--out", str(out), "--quiet", *PLAN, "episodes=1"]) == 0
+    draw = report.bar_figure
+
+    def drawing(*args, **kwargs):  # a real Ctrl-C (SIGINT to this process) as the plot begins
+        os.kill(os.getpid(), signal.SIGINT)
+        return draw(*args, **kwargs)
+
+    monkeypatch.setattr(report, "bar_figure", drawing)
+    capsys.readouterr()
+    assert main(["eval", "--out", str(out), "--quiet", *PLAN, "episodes=1"]) == 130
+    said, err = capsys.readouterr()
+    assert (f"sgvla eval: interrupted while writing the report: saved table.md, table.csv, comparisons.csv, "
+            f"failures.csv; the records are complete, `sgvla report {out}` writes the report again"
+            in said.replace("\n", "")), said
+    assert "Traceback" not in said + err
+
+
 def test_sigterm_stops_a_pooled_run_without_leaking_semaphores(tmp_path):
     out, log = tmp_path / "run", tmp_path / "eval.log"
     with log.open("w") as stream:
