@@ -288,6 +288,7 @@ class EpisodeReport:
     saved: bool
     episode_index: int | None = None
     why_not: str = ""
+    start_ns: int = 0  # the first tick, in the bag's time (stamps as the contract says)
 
 
 @dataclass
@@ -397,7 +398,7 @@ def convert(bag: str | Path, contract: Contract, out: str | Path, repo_id: str =
             tick_times = ticks(start, end, contract.fps)
             frames, waiting, dropped = align(feature_times, tick_times, max_age, stats, contract.late)
             report = EpisodeReport((start - origin) / NS, (end - origin) / NS, len(tick_times), 0, waiting, dropped,
-                                   sum(bool(f.late) for f in frames), False)
+                                   sum(bool(f.late) for f in frames), False, start_ns=start)
             episodes.append(report)
             written = 0
             for frame in frames:
