@@ -12,6 +12,7 @@ from sgvla_ros.qos import QOS
 from sgvla_ros.so101_arm import arm_overrides, joint_state
 
 from sgvla.so101.hardware.arm import ArmFault, LeaderArm
+from sgvla.launch.hardware import SIM_LEADER_PORT
 from sgvla.so101.hardware.config import load_hardware_config
 
 
@@ -23,9 +24,26 @@ class SO101Leader(HardwareNode):
         self.declare_parameter("calibration_id", "")
         self.declare_parameter("calibration_dir", "")
         self.rig = load_hardware_config(self.get_parameter("config").value, arm_overrides(self, "leader"))
+        if self.rig.leader.port == SIM_LEADER_PORT:
+            self.serve_simulated_leader()
         self.arm: LeaderArm | None = None
         self.timer = None
         self.publisher = self.create_lifecycle_publisher(JointState, "leader/joint_states", QOS["commands"])
+
+    def serve_simulated_leader(self):
+        """port `sim_leader` (the launch's teleop=sim_leader): a simulated leader on a Feetech bus of its own, its
+        joints swinging by themselves, with a calibration that fits it; both go when the node does."""
+        import tempfile
+
+        from sgvla.so101.hardware.calibration import write_arm_calibration
+        from sgvla.so101.hardware.sim_bus import LEADER_MOTION, SimFeetechBus, sim_calibration
+
+        bus = self.own(SimFeetechBus(motion=LEADER_MOTION))
+        folder = tempfile.TemporaryDirectory(prefix="sgvla_leader_")
+        self.own(folder, folder.cleanup)
+        write_arm_calibration(f"{folder.name}/{self.rig.leader.id}.json", sim_calibration())
+        self.rig.leader.port, self.rig.leader.calibration_dir = bus.port, folder.name
+        self.get_logger().info(f"simulated leader on {bus.port}")
 
     def connect(self):
         self.arm = self.own(LeaderArm(self.rig.leader))

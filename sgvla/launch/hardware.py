@@ -16,6 +16,9 @@ from sgvla.so101.recording import RecordingSettings
 
 # The recorder's settings but its dataset folder, which is the launch's `record` (empty: no recorder).
 RECORDING = tuple(s for s in specs(RecordingSettings) if s.name != "root")
+# The leader port that makes so101_leader serve a simulated leader (a Feetech bus of its own whose joints swing by
+# themselves, as `sgvla record --sim-leader` and `sgvla sim-bus` serve) instead of opening a serial port.
+SIM_LEADER_PORT = "sim_leader"
 RIG_CAMERA_NOTE = ("- `{{camera}}`: each rig camera by its name in the rig config (arguments {cameras}). Every name "
                    "is relative (a launch namespace applies).")
 
@@ -31,8 +34,9 @@ ARGUMENTS = (
     Argument("sim", "false", "true: the SO101 MuJoCo twin (so101_twin) instead of the follower arm and cameras",
              bool),
     Argument("teleop", "false", "false: the follower follows joint_commands | leader (or true): the leader arm "
-                                "drives it (joint_commands remapped to leader/joint_states)",
-             choices=("false", "leader", "true")),
+                                "drives it (joint_commands remapped to leader/joint_states) | sim_leader: a "
+                                "simulated leader that moves by itself drives it (no arm needed)",
+             choices=("false", "leader", "true", SIM_LEADER_PORT)),
     Argument(AGENTVIEW, AGENTVIEW, "rig camera name of the agent view"),
     Argument(WRIST, WRIST, "rig camera name of the wrist view"),
     Argument("task_id", "0", "sim: the twin's task (config/twin/so101_tabletop.yaml)", int, minimum=0),
@@ -61,7 +65,8 @@ def hardware(a: dict[str, Any]) -> Plan:
         nodes.append(NodeSpec("so101_arm", "so101_arm", {"config": config}, goals))
         nodes += [NodeSpec(f"{view}_camera", "camera", {"config": config, "camera": a[view]}) for view in CAMERAS]
     if teleop:
-        nodes.append(NodeSpec("so101_leader", "so101_leader", {"config": config}))
+        leader = {"port": SIM_LEADER_PORT} if a["teleop"] == SIM_LEADER_PORT else {}
+        nodes.append(NodeSpec("so101_leader", "so101_leader", {"config": config, **leader}))
     if a["perception"]:
         nodes.append(NodeSpec("fiducial_graphs", "fiducial_graphs", {"config": config, "cameras": list(cameras)}))
     main = nodes[0].name  # without recording the launch runs until stopped (Ctrl-C) or the arm faults

@@ -33,6 +33,7 @@ SMALL = {
     "sgvla demos generate": "--tasks 0 --episodes 1",
     "sgvla record": "--episodes 1 --episode-time 5 --reset-time 0",
     "sgvla launch sim_eval": "eval_overrides=\"tasks=[0] episodes=1\"",
+    "sgvla launch hardware": "episodes=1 episode_time_s=5 reset_time_s=0",
 }
 
 
@@ -66,6 +67,7 @@ RULES = (
     # Synopsis lines (metavariables in capitals, [options], a|b, ...) are checked through --help.
     Rule(r"^sgvla \S+.*(\s\[|\b[A-Z][A-Z_]{2,}\b|\w\|\w|\.\.\.)", "help"),
     Rule(r"^sgvla (sim-bus|markers|report|merge|demos|annotate|make-tiny-\w+|vlm-bench|vlm-annotate)$", "help"),
+    Rule(r"^sgvla launch hardware .*record=", "run", timeout_s=900),  # ends after its episodes
     Rule(r"^sgvla launch (hardware|so101_eval)\b(?!.*--table)", "launch", ready="] [INFO] ["),
     Rule(r"^sgvla launch sim_eval\b", "run", timeout_s=1800),
     Rule(r"^sgvla launch \S+ --table$", "run"),
