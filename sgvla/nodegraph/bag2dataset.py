@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from sgvla.core.config import ConfigError
+from sgvla.core.sched import no_realtime
 from sgvla.nodegraph.bag_contract import Contract, FeatureSource
 
 NS = 1_000_000_000
@@ -60,7 +61,8 @@ class Tick:
 
 def ticks(start_ns: int, end_ns: int, fps: int) -> list[int]:
     """start, start + 1/fps, ... up to end (inclusive), in integer nanoseconds (no drift over long episodes)."""
-    count = int((end_ns - start_ns) * fps // NS) + 1 if end_ns >= start_ns else 0
+    # the last k with k * NS // fps <= end - start: k * NS < (end - start + 1) * fps
+    count = ((end_ns - start_ns + 1) * fps - 1) // NS + 1 if end_ns >= start_ns else 0
     return [start_ns + k * NS // fps for k in range(count)]
 
 
@@ -375,19 +377,27 @@ def convert(bag: str | Path, contract: Contract, out: str | Path, repo_id: str =
             raise BagError(f"{contract.source}: features.{name}: messages on {f.topic} have different shapes "
                            f"{sorted(shapes)}")
     stats = {n: FeatureStats(messages=len(series[n].times), limit_s=contract.max_age_s(n)) for n in contract.features}
-    task_series = series.get(TASK, Series())
-    feature_times = {n: series[n].times for n in contract.features}
-    max_age = {n: math.floor(contract.max_age_s(n) * NS) for n in contract.features}
-    origin = min(ts[0] for ts in feature_times.values())
+    origin = min(series[n].times[0] for n in contract.features)
     windows = episode_windows(contract, series)
     say(f"{len(windows)} episode window(s) in {bag}")
     features = lerobot_features(contract, series)
 
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
-
     from sgvla.so101.hardware.recording import quiet_encoders
 
     quiet_encoders()
+    with no_realtime():  # SVT-AV1 would leave this thread, and every later child, at SCHED_FIFO 99 (sgvla.core.sched)
+        return _write(bag, contract, out, repo_id, say, series, windows, features, stats, origin)
+
+
+def _write(bag: Path, contract: Contract, out: Path, repo_id: str, say: Callable[[str], None],
+           series: dict[str, Series], windows: list[tuple[int, int]], features: dict, stats: dict[str, FeatureStats],
+           origin: int) -> Report:
+    """The dataset's episodes, frame by frame, then the report beside them."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    task_series = series.get(TASK, Series())
+    feature_times = {n: series[n].times for n in contract.features}
+    max_age = {n: math.floor(contract.max_age_s(n) * NS) for n in contract.features}
     dataset = LeRobotDataset.create(repo_id, contract.fps, features, root=out, robot_type=contract.robot_type or None,
                                     use_videos=any(f["dtype"] == "video" for f in features.values()))
     episodes: list[EpisodeReport] = []

@@ -230,3 +230,58 @@ def test_a_bag_that_does_not_fit_the_contract_is_refused_before_writing(tmp_path
     (tmp_path / "taken").mkdir()
     with pytest.raises(FileExistsError, match="taken exists"):
         convert(bag, load_contract("plain_so101"), tmp_path / "taken")
+
+
+def test_the_so101_eval_contract_makes_one_episode_per_evaluation_episode(tmp_path):
+    """A bag as `sgvla launch so101_eval record=...` records on the arm: the operator's lines on /eval/operator open
+    (`running episode N`) and close (`verdict episode N`) the episodes; the task is arm_policy's /task text; the
+    joints become LeRobot units (degrees, gripper 0..100 %)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from sgvla.so101.hardware.joints import from_radians
+
+    store = typestore()
+    String = store.types["std_msgs/msg/String"]
+    bag = tmp_path / "bag"
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        topics = {"/joint_states": "sensor_msgs/msg/JointState", "/joint_commands": "sensor_msgs/msg/JointState",
+                  "/agentview/image_raw": "sensor_msgs/msg/Image", "/wrist/image_raw": "sensor_msgs/msg/Image",
+                  "/task": "std_msgs/msg/String", "/eval/operator": "std_msgs/msg/String"}
+        conns = {t: writer.add_connection(t, m, typestore=store) for t, m in topics.items()}
+
+        def text(topic, t, data):
+            writer.write(conns[topic], t, store.serialize_cdr(String(data=data), "std_msgs/msg/String"))
+
+        # 60 ticks of data; episode 0 runs over ticks 10..20, episode 1 over ticks 35..50 (its task changes).
+        text("/eval/operator", T0 + 2 * NS // FPS, "confirm episode 0: task ... -- set the scene, then start")
+        text("/task", T0 + 9 * NS // FPS, "put the bowl on the stove")
+        for k in range(60):
+            t = T0 + k * NS // FPS  # on the tick grid (in whole nanoseconds, as the converter's ticks)
+            if k == 10:
+                text("/eval/operator", t, "running episode 0 (stop: publish stop on eval/confirm)")
+            if k == 20:
+                text("/eval/operator", t, "verdict episode 0: 10 steps (time limit); publish success|failure")
+            if k == 34:
+                text("/task", t, "put the bowl on the plate")
+            if k == 35:
+                text("/eval/operator", t, "running episode 1 (stop: publish stop on eval/confirm)")
+            if k == 50:
+                text("/eval/operator", t, "verdict episode 1: 15 steps (operator)")
+            msgs = [("/joint_states", joint_state(store, t, [0.01 * k] * 6)),
+                    ("/joint_commands", joint_state(store, t, [0.02 * k] * 6)),
+                    ("/agentview/image_raw", image(store, t, color_of(k % 20), "rgb8")),
+                    ("/wrist/image_raw", image(store, t, color_of(k % 20), "rgb8"))]
+            for topic, msg in msgs:
+                writer.write(conns[topic], t + 1_000_000, store.serialize_cdr(msg, msg.__msgtype__))
+    out = tmp_path / "ds"
+    report = convert(bag, load_contract("so101_eval"), out, repo_id="test/eval")
+    assert [(e.ticks, e.frames, e.skipped_waiting) for e in report.episodes] == [(11, 11, 0), (16, 16, 0)]
+    ds = LeRobotDataset("test/eval", root=out)
+    assert ds.meta.total_episodes == 2 and ds.meta.total_frames == 27
+    assert ds.meta.features["action"]["names"] == [f"{j}.pos" for j in JOINTS]
+    first, last = ds[0], ds[26]
+    assert first["task"] == "put the bowl on the stove" and last["task"] == "put the bowl on the plate"
+    expected = from_radians(JOINTS, [0.01 * 10] * 6)
+    np.testing.assert_allclose(first["observation.state"].numpy(), [expected[j] for j in JOINTS], rtol=1e-5)
+    expected = from_radians(JOINTS, [0.02 * 50] * 6)
+    np.testing.assert_allclose(last["action"].numpy(), [expected[j] for j in JOINTS], rtol=1e-5)
