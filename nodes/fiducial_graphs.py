@@ -8,7 +8,10 @@ state for carried objects) and ``task`` (the prompt: the relation rules of drawe
 frame of each camera goes through the perception library (`sgvla.so101.perception.live`: detection, PnP, depth,
 fusion, tracking) and it publishes ``perception/objects`` (ObjectStates in ``base_link``: each tracked object's pose,
 its configured extent's world-aligned box, per camera whether it shows and its box) and ``scene_graph/<camera>``
-(SceneGraph, ``source: fiducial``: the perceived objects' graph by the simulator's projection and relation rules).
+(SceneGraph, ``source: fiducial``: the perceived objects' graph by the simulator's projection and relation rules),
+and, with ``scene_markers`` (default true) while anything subscribes, ``scene_graph/markers`` (MarkerArray in
+``base_link``: each perceived object's box and name, an arrow per triplet of each camera's graph, the target bowl
+highlighted; `sgvla_ros.markers`).
 Nothing is published until every camera has sent its camera_info and an image (and joint_states
 have come, for the wrist camera). The cameras' extrinsics are their calibration files (the rig camera's ``calibration``; a twin camera's: the twin
 config's calibration of its device), as on the arm; nothing is read from a simulator.
@@ -28,9 +31,12 @@ from sgvla.so101.kinematics import quaternion_xyzw
 from sgvla.paths import resolve_data_path
 from sgvla.so101.perception.fiducials import load_marker_config
 from sgvla.so101.perception.live import LivePerception, StreamImage
+from sgvla.nodegraph.markers import oriented_box
+from sgvla.so101.twin.config import TARGET
 from sgvla.so101.twin.pick_place import PickPlaceParams
 from sgvla_interfaces.msg import ObjectState, ObjectStates, SceneGraph
 from sgvla_ros.graph_io import scene_graph_msg, upright_image_of
+from sgvla_ros.markers import SceneMarkerPublisher
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 
@@ -57,6 +63,7 @@ class FiducialGraphs(ResourceNode):
         self.declare_parameter("use_depth", True)  # refine with aligned depth where the camera has it
         # longest a color image of a depth camera waits for its depth image (published just after it)
         self.declare_parameter("depth_wait_s", 0.5)
+        self.declare_parameter("scene_markers", True)  # scene_graph/markers (MarkerArray) while subscribed
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         rig = load_hardware_config(param("config"))
         by_name = {c.name: c for c in rig.cameras}
@@ -88,6 +95,7 @@ class FiducialGraphs(ResourceNode):
         self.create_subscription(JointState, "joint_states", self.on_joints, QOS["sensor"])
         self.create_subscription(String, "task", lambda m: setattr(self, "task", m.data), QOS["latched"])
         self.objects_pub = self.create_publisher(ObjectStates, "perception/objects", QOS["reliable"])
+        self.scene_markers = SceneMarkerPublisher(self, bool(param("scene_markers")))
         self.graph_pubs = {n: self.create_publisher(SceneGraph, f"scene_graph/{n}", QOS["reliable"])
                            for n in param("cameras")}
         self.create_timer(1.0 / positive_parameter(self, "rate_hz"), self.tick)
@@ -161,6 +169,11 @@ class FiducialGraphs(ResourceNode):
         for name, view in graphs.items():
             self.graph_pubs[name].publish(scene_graph_msg(view, header, SceneGraph.SOURCE_FIDUCIAL))
         self.publish_objects(poses, graphs, header)
+        if self.scene_markers.wanted():
+            boxes = [oriented_box(n, poses[n].position, poses[n].pose[:3, :3], self.live.markers.objects[n].half_size)
+                     for n in self.live.markers.objects if n in poses]
+            self.scene_markers.publish(header, boxes, {c: v.graph for c, v in graphs.items()}, TARGET,
+                                       prefix=f"{SceneGraph.SOURCE_FIDUCIAL}/")
 
     def publish_objects(self, poses, graphs, header) -> None:
         msg = ObjectStates(header=header)

@@ -4,7 +4,10 @@ For every `sim/scene` it computes each camera's graph and boxes with the scene-g
 backend's `ground_truth`) and publishes `scene_graph/<camera>` (SceneGraph; source: the scene's own, ground_truth
 for the simulator's state, fiducial for a perceived one) and
 `graph_context/<camera>` (GraphContext: graph, boxes and the serialized context text, keyed by (episode, step));
-with `overlay: true` it draws the graph on the camera images (`scene_graph/<camera>/overlay`).
+with `overlay: true` it draws the graph on the camera images (`scene_graph/<camera>/overlay`); with
+`scene_markers: true` (default) it publishes `scene_graph/markers` (MarkerArray in the scene's frame: the objects'
+boxes and names, an arrow per triplet of each camera's graph, the episode's target and place highlighted;
+`sgvla_ros.markers`), computed only while something subscribes.
 """
 
 import time
@@ -19,8 +22,10 @@ from sgvla.core.state import ground_truth_views
 from sgvla.scene_graph import format_prompt_context, load_ontology
 from sgvla_interfaces.msg import GraphContext, SceneGraph
 from sgvla_interfaces.msg import SceneState as SceneStateMsg
+from sgvla.nodegraph.markers import scene_boxes
 from sgvla_ros.graph_io import image_msg, scene_graph_msg, stamp_key, upright_image_of, \
     view_graph_to_msg
+from sgvla_ros.markers import SceneMarkerPublisher
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import SgvlaNode, run_node
 from sgvla_ros.state_io import scene_of
@@ -35,6 +40,7 @@ class SceneGraphNode(SgvlaNode):
         self.declare_parameter("context_style", "reference")  # of the serialized text: reference | compact | json
         self.declare_parameter("cameras", list(default_suite().rendered()))  # topics created up front
         self.declare_parameter("overlay", False)  # draw graphs on the camera images
+        self.declare_parameter("scene_markers", True)  # scene_graph/markers (MarkerArray) while subscribed
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         self.ontology = load_ontology(param("ontology"))
         self.style = param("context_style")
@@ -42,6 +48,7 @@ class SceneGraphNode(SgvlaNode):
         self.pubs: dict = {}
         self.graphs: dict[str, OrderedDict] = {}
         self.images: dict[str, OrderedDict] = {}
+        self.markers = SceneMarkerPublisher(self, bool(param("scene_markers")))
         for camera in param("cameras"):
             self._pubs(camera)
         self.create_subscription(SceneStateMsg, "sim/scene", self.on_scene, QOS["control"])
@@ -62,7 +69,7 @@ class SceneGraphNode(SgvlaNode):
 
     def on_scene(self, msg: SceneStateMsg):
         t = time.perf_counter()
-        scene, _ = scene_of(msg)
+        scene, facts = scene_of(msg)
         graphs = ground_truth_views(scene)
         compute_ms = 1000 * (time.perf_counter() - t)
         for camera, vg in graphs.items():
@@ -74,6 +81,10 @@ class SceneGraphNode(SgvlaNode):
             if self.overlay:
                 self._remember(self.graphs[camera], stamp_key(msg.header.stamp), vg)
                 self.draw(camera, stamp_key(msg.header.stamp))
+        if self.markers.wanted():
+            target, place = facts["goal"]
+            self.markers.publish(msg.header, scene_boxes(scene), {c: vg.graph for c, vg in graphs.items()},
+                                 target or self.ontology.manipulated, place, prefix=f"{scene.source}/")
 
     def on_image(self, camera: str, msg: Image):
         key = stamp_key(msg.header.stamp)

@@ -6,7 +6,9 @@ joint names), ``<camera>/image_raw``, ``<camera>/camera_info`` and, for depth ca
 (16UC1 millimetres) at each camera's fps. Cameras are the rig config's (``source: twin``, ``device`` = the
 twin's camera). Goals on ``joint_commands`` take the real arm's code path (TwinArm is FollowerArm with the
 twin for motors: limits, max_step per tick, hold when stale). Also ``scene_graph/<camera>`` (the ground-truth
-graph of the current scene, SceneGraph) at graph_rate_hz and ``task`` (the prompt, latched); ``twin/reset``
+graph of the current scene, SceneGraph) at graph_rate_hz, with it ``scene_graph/markers`` (MarkerArray in ``world``:
+boxes, names, an arrow per triplet, the target bowl and the place highlighted; while anything subscribes, with
+``scene_markers``) and ``task`` (the prompt, latched); ``twin/reset``
 (std_msgs/Int64: a seed) places the objects again and the arm at rest. Each camera renders on threads of its own
 with OpenGL contexts of its own (sgvla.so101.hardware.cameras.TwinSource, paced at the rig camera's fps, drawing
 the twin's decimated render meshes outside its lock, at a lower scheduling priority), so a slow render (software
@@ -17,6 +19,7 @@ import time
 
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from sgvla_ros.graph_io import camera_info_msg, image_msg, scene_graph_msg
+from sgvla_ros.markers import SceneMarkerPublisher
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.so101_arm import joint_state
@@ -28,7 +31,8 @@ from sgvla.so101.hardware.config import load_hardware_config
 from sgvla.so101.hardware.joints import from_radians
 from sgvla.so101.hardware.safety import UnsafeCommand
 from sgvla.so101.twin.bus import TwinArm
-from sgvla.so101.twin.config import load_twin_config
+from sgvla.nodegraph.markers import scene_boxes
+from sgvla.so101.twin.config import TARGET, load_twin_config
 from sgvla.so101.twin.twin import So101Twin
 from sgvla_interfaces.msg import SceneGraph
 
@@ -49,6 +53,7 @@ class SO101TwinNode(ResourceNode):
         self.declare_parameter("cameras", list(CAMERAS))  # rig camera names to publish
         self.declare_parameter("graph_rate_hz", 5.0)  # ground-truth scene graphs per second; 0: none
         self.declare_parameter("max_catch_up_s", 0.25)  # physics catch-up per tick after a stall
+        self.declare_parameter("scene_markers", True)  # scene_graph/markers (MarkerArray) while subscribed
         self.declare_parameter("render_meshes", "decimated")  # or "full": what cameras draw (config/twin's option)
         param = lambda name: self.get_parameter(name).value  # noqa: E731
         rig = load_hardware_config(param("config"))
@@ -84,6 +89,7 @@ class SO101TwinNode(ResourceNode):
             self.create_timer(0.5 / camera.config.fps, lambda n=name: self.publish_camera(n))
         self.graph_pubs = {n: self.create_publisher(SceneGraph, f"scene_graph/{n}", QOS["reliable"])
                            for n in self.cameras}
+        self.scene_markers = SceneMarkerPublisher(self, bool(param("scene_markers")))
         if param("graph_rate_hz") > 0:
             self.create_timer(1.0 / param("graph_rate_hz"), self.publish_graphs)
         self.create_publisher(String, "task", QOS["latched"]).publish(String(data=self.twin.task))
@@ -140,8 +146,13 @@ class SO101TwinNode(ResourceNode):
     def publish_graphs(self):
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id="world")
         views = {camera.config.device: name for name, camera in self.cameras.items()}
-        for view, graph in self.twin.ground_truth(list(views)).items():
+        scene = self.twin.scene()
+        graphs = self.twin.ground_truth(list(views), scene)
+        for view, graph in graphs.items():
             self.graph_pubs[views[view]].publish(scene_graph_msg(graph, header))
+        if self.scene_markers.wanted():
+            self.scene_markers.publish(header, scene_boxes(scene), {views[v]: g.graph for v, g in graphs.items()},
+                                       TARGET, self.twin.layout.place, prefix=f"{scene.source}/")
 
     def report_rates(self):
         counts, self.counts, simulated, self.simulated = self.counts, dict.fromkeys(self.counts, 0), self.simulated, 0.0
