@@ -34,6 +34,7 @@ from sgvla.nodegraph.bag_contract import Contract, FeatureSource
 NS = 1_000_000_000
 REPORT = "bag2dataset_report.json"  # in the dataset's folder
 TASK = "task"
+EPISODES = "episodes"  # the series of the episode topic
 
 
 class BagError(ValueError):
@@ -67,16 +68,16 @@ def ticks(start_ns: int, end_ns: int, fps: int) -> list[int]:
 
 
 def align(times: dict[str, Sequence[int]], tick_times: Sequence[int], max_age_ns: dict[str, int],
-          stats: dict[str, FeatureStats], late: str = "drop") -> tuple[list[Tick], int, int]:
+          stats: dict[str, FeatureStats], late: str = "drop", tolerance_ns: int = 0) -> tuple[list[Tick], int, int]:
     """The frames of one episode: for each tick, each feature's newest message at or before it (`times[name]`:
-    the feature's message times, sorted). Returns (frames, ticks skipped before every feature had a message,
-    ticks dropped as late); counts into `stats`."""
+    the feature's message times, sorted; `tolerance_ns` after it counts as at it). Returns (frames, ticks skipped
+    before every feature had a message, ticks dropped as late); counts into `stats`."""
     frames: list[Tick] = []
     waiting = dropped = 0
     for t in tick_times:
         picks, late_names, missing = {}, [], []
         for name, ts in times.items():
-            i = bisect_right(ts, t) - 1  # the newest at or before t: a message at t + 1 ns is the next tick's
+            i = bisect_right(ts, t + tolerance_ns) - 1  # the newest at or before t: t + 1 ns is the next tick's
             if i < 0:
                 missing.append(name)
                 continue
@@ -96,7 +97,7 @@ def align(times: dict[str, Sequence[int]], tick_times: Sequence[int], max_age_ns
         for name, i in picks.items():
             if name not in late_names:
                 stats[name].filled += 1
-            stats[name].max_age_s = max(stats[name].max_age_s, (t - times[name][i]) / NS)
+            stats[name].max_age_s = max(stats[name].max_age_s, max(t - times[name][i], 0) / NS)
         frames.append(Tick(t, picks, late_names))
     return frames, waiting, dropped
 
@@ -130,7 +131,8 @@ def read_field(msg, path: str):
 
 def numbers(msg, f: FeatureSource, topic_key: str) -> np.ndarray:
     """The feature's vector from one message: its fields concatenated, joints picked by name."""
-    if f.names:
+    by_name = bool(f.names) and hasattr(msg, "name")  # else the names label the entries in order
+    if by_name:
         names = list(msg.name)
         absent = [n for n in f.names if n not in names]
         if absent:
@@ -138,13 +140,15 @@ def numbers(msg, f: FeatureSource, topic_key: str) -> np.ndarray:
     parts = []
     for path in f.fields:
         value = np.asarray(read_field(msg, path), dtype=np.float64).ravel()
-        if f.names:
+        if by_name:
             if len(value) != len(msg.name):
                 raise BagError(f"{topic_key}: a message on {f.topic} has {len(msg.name)} names and {len(value)} "
                                f"{path} values")
             value = value[[list(msg.name).index(n) for n in f.names]]
         parts.append(value)
     out = np.concatenate(parts) if parts else np.zeros(0)
+    if f.names and not by_name and len(out) != len(f.names):
+        raise BagError(f"{topic_key}.names: a message on {f.topic} has {len(out)} values for {len(f.names)} names")
     if f.units == "so101_lerobot":
         from sgvla.so101.hardware.joints import from_radians
 
@@ -221,14 +225,14 @@ def read_series(contract: Contract, bag: Path, progress: Callable[[str], None] |
                 s.times.append(t)
                 s.values.append(value)
                 s.receive_times += by_receive
-            if conn.topic == contract.task.topic:
-                s = series.setdefault(TASK, Series())
-                s.times.append(receive_ns if contract.stamps == "receive" else t)
-                s.values.append(str(read_field(msg, contract.task.field)))
-            if contract.episodes.by == "topic" and conn.topic == contract.episodes.topic:
-                s = series.setdefault("episodes", Series())
-                s.times.append(t)
-                s.values.append(str(read_field(msg, contract.episodes.field)).strip())
+            for name, topic, path in ((TASK, contract.task.topic, contract.task.field),
+                                      (EPISODES, contract.episodes.topic if contract.episodes.by == "topic" else "",
+                                       contract.episodes.field)):
+                if conn.topic == topic:
+                    s = series.setdefault(name, Series())
+                    s.times.append(t)
+                    s.values.append(str(read_field(msg, path)).strip())
+                    s.receive_times += by_receive
             if progress and n and n % 2000 == 0:
                 progress(f"read {n} messages")
     for s in series.values():  # header stamps need not come in receive order
@@ -236,6 +240,23 @@ def read_series(contract: Contract, bag: Path, progress: Callable[[str], None] |
         s.times = [s.times[i] for i in order]
         s.values = [s.values[i] for i in order]
     return series
+
+
+def check_clocks(contract: Contract, series: dict[str, Series], bag: Path) -> None:
+    """Header stamps of simulated time (a lock-step simulator's, from 0) cannot be compared with the receive times
+    (wall clock) that messages without a header get: refused, naming the topics, rather than aligned wrongly."""
+    if contract.stamps != "header":
+        return
+    stamped = {n: s for n, s in series.items() if s.receive_times < len(s.times)}
+    if not stamped:
+        return
+    latest = max(s.times[-1] for s in stamped.values())
+    for name, s in series.items():
+        if s.times and name not in stamped and abs(s.times[0] - latest) > 24 * 3600 * NS:
+            raise BagError(f"{contract.source}: {name}: its messages have no header stamp, so they are timed by the "
+                           f"bag's receive time (wall clock), while the header stamps of {sorted(stamped)} are on "
+                           f"another clock (simulated time?) in {bag}; use stamps=receive, or take it from a stamped "
+                           "topic or a constant")
 
 
 # -- episodes --------------------------------------------------------------------------------------------------------
@@ -256,7 +277,11 @@ def episode_windows(contract: Contract, series: dict[str, Series]) -> list[tuple
                 start = after
         return [*windows, (start, times[-1])]
     windows, opened = [], None
-    control = series.get("episodes", Series())
+    control = series.get(EPISODES, Series())
+    if e.on_change:
+        starts = [t for i, (t, v) in enumerate(zip(control.times, control.values))
+                  if i == 0 or v != control.values[i - 1]]
+        return [(a, b) for a, b in zip(starts, [*starts[1:], times[-1]]) if b >= a]
     for t, text in zip(control.times, control.values):
         def says(values: list[str]) -> bool:
             return any(text.startswith(v) for v in values)
@@ -376,6 +401,7 @@ def convert(bag: str | Path, contract: Contract, out: str | Path, repo_id: str =
         if len(shapes) > 1:
             raise BagError(f"{contract.source}: features.{name}: messages on {f.topic} have different shapes "
                            f"{sorted(shapes)}")
+    check_clocks(contract, series, bag)
     stats = {n: FeatureStats(messages=len(series[n].times), limit_s=contract.max_age_s(n)) for n in contract.features}
     origin = min(series[n].times[0] for n in contract.features)
     windows = episode_windows(contract, series)
@@ -406,13 +432,14 @@ def _write(bag: Path, contract: Contract, out: Path, repo_id: str, say: Callable
         for i, (start, end) in enumerate(windows):
             start, end = start + round(contract.trim.start_s * NS), end - round(contract.trim.end_s * NS)
             tick_times = ticks(start, end, contract.fps)
-            frames, waiting, dropped = align(feature_times, tick_times, max_age, stats, contract.late)
+            frames, waiting, dropped = align(feature_times, tick_times, max_age, stats, contract.late,
+                                             contract.tick_tolerance_ns)
             report = EpisodeReport((start - origin) / NS, (end - origin) / NS, len(tick_times), 0, waiting, dropped,
                                    sum(bool(f.late) for f in frames), False, start_ns=start)
             episodes.append(report)
             written = 0
             for frame in frames:
-                j = bisect_right(task_series.times, frame.time_ns) - 1
+                j = bisect_right(task_series.times, frame.time_ns + contract.tick_tolerance_ns) - 1
                 task = task_series.values[j] if j >= 0 else contract.task.text
                 if not task:
                     report.skipped_waiting += 1  # no task text yet

@@ -30,7 +30,8 @@ class FeatureSource:
 
     `field` is a dotted path into the message (`position`, `pose.position.x`), or a list of them, concatenated;
     each must end at a number or a sequence of numbers. `names` picks and orders the entries of a message that
-    carries a `name` list (sensor_msgs/JointState): a message lacking one of the names is an error. Images
+    carries a `name` list (sensor_msgs/JointState): a message lacking one of the names is an error; on a message
+    without one, `names` labels the entries in order (their count must match). Images
     (`sensor_msgs/msg/Image`, rgb8 / bgr8 / mono8) take no field: the feature is the picture, height x width x 3,
     stored as a video (`dtype: video`) or as image files (`dtype: image`)."""
 
@@ -71,6 +72,8 @@ class Episodes:
     - `topic`: messages on `topic` (text at `field`, std_msgs/String's `data` by default) open and close them: a
       text starting with one of `start` opens one (closing an open one), with one of `stop` closes it, with one of
       `toggle` does either, with one of `discard` drops the open one. Messages outside an open episode are unused.
+      With `on_change: true` instead, each new value at `field` (an episode number) starts an episode, which runs
+      until the next new value or the bag's end.
     """
 
     by: Literal["bag", "gap", "topic"] = "bag"
@@ -82,6 +85,7 @@ class Episodes:
     stop: list[str] = dataclasses.field(default_factory=list)
     toggle: list[str] = dataclasses.field(default_factory=list)
     discard: list[str] = dataclasses.field(default_factory=list)
+    on_change: bool = False
     min_frames: int = 1  # shorter episodes are left out (and counted)
 
 
@@ -99,7 +103,9 @@ class Contract:
     bag's receive time for messages without a header or with a zero stamp; `receive` uses the receive time (when
     the recorder got it) for every message. `max_age_ticks`: at a tick, a feature whose newest message is older than
     this many ticks is late. `late`: `drop` leaves such frames out, `keep` writes them with the late value; either
-    way they are counted in the report."""
+    way they are counted in the report. `tick_tolerance_ns`: a message stamped at most this much after a tick counts
+    as at the tick: for stamps their writer rounded (a simulator's steps x period, to whole nanoseconds, land a
+    nanosecond either side of the ticks); 0 (the default) is the strict rule."""
 
     fps: int
     features: dict[str, FeatureSource]
@@ -110,6 +116,7 @@ class Contract:
     stamps: Literal["header", "receive"] = "header"
     max_age_ticks: float = 2.0
     late: Literal["drop", "keep"] = "drop"
+    tick_tolerance_ns: int = 0
     description: str = ""
     source: str = ""  # the file it came from (set when loaded)
 
@@ -173,6 +180,8 @@ def check_contract(c: Contract, where: str) -> None:
     store = typestore()
     if c.fps <= 0:
         raise ConfigError(f"{where}: fps: must be positive, got {c.fps}")
+    if not 0 <= c.tick_tolerance_ns < 1_000_000_000 // c.fps:
+        raise ConfigError(f"{where}: tick_tolerance_ns: must be at least 0 and below a tick, got {c.tick_tolerance_ns}")
     if c.max_age_ticks <= 0:
         raise ConfigError(f"{where}: max_age_ticks: must be positive, got {c.max_age_ticks}")
     if not c.features:
@@ -205,8 +214,6 @@ def check_contract(c: Contract, where: str) -> None:
             raise ConfigError(f"{key}.field: which field of {f.type} to read (e.g. position)")
         for path in f.fields:
             _check_field(store, f.type, path, f"{key}.field")
-        if f.names and "name" not in _field_names(store, f.type):
-            raise ConfigError(f"{key}.names: {f.type} carries no `name` list to pick joints by")
         if f.names and len(set(f.names)) != len(f.names):
             raise ConfigError(f"{key}.names: repeated names in {f.names}")
         if f.units == "so101_lerobot" and not f.names:
@@ -223,8 +230,8 @@ def check_contract(c: Contract, where: str) -> None:
     if e.by == "topic":
         if not e.topic:
             raise ConfigError(f"{where}: episodes.topic: episodes by topic need the topic")
-        if not (e.start or e.toggle):
-            raise ConfigError(f"{where}: episodes: by topic needs `start` or `toggle` texts")
+        if not (e.start or e.toggle or e.on_change):
+            raise ConfigError(f"{where}: episodes: by topic needs `start` or `toggle` texts, or `on_change: true`")
         _check_type(store, e.type, f"{where}: episodes.type")
         _check_field(store, e.type, e.field, f"{where}: episodes.field")
     if c.trim.start_s < 0 or c.trim.end_s < 0:

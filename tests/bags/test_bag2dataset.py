@@ -285,3 +285,14 @@ def test_the_so101_eval_contract_makes_one_episode_per_evaluation_episode(tmp_pa
     np.testing.assert_allclose(first["observation.state"].numpy(), [expected[j] for j in JOINTS], rtol=1e-5)
     expected = from_radians(JOINTS, [0.02 * 50] * 6)
     np.testing.assert_allclose(last["action"].numpy(), [expected[j] for j in JOINTS], rtol=1e-5)
+
+
+def test_a_tolerance_takes_stamps_rounded_past_a_tick_as_at_it():
+    """Simulated time stamps steps x period rounded to the nanosecond: step 2 of a 30 Hz run is 66666667 ns, a
+    nanosecond past tick 2 (66666666). With tick_tolerance_ns it is the tick's; without, strictly the next one's."""
+    steps = [round(k * NS / 30) for k in range(5)]
+    stats = {"a": FeatureStats()}
+    frames, _, _ = align({"a": steps}, ticks(0, steps[-1], 30), {"a": NS}, stats, tolerance_ns=1000)
+    assert [f.picks["a"] for f in frames] == [0, 1, 2, 3, 4] and stats["a"].max_age_s == 0.0
+    strict, _, _ = align({"a": steps}, ticks(0, steps[-1], 30), {"a": NS}, {"a": FeatureStats()})
+    assert [f.picks["a"] for f in strict] == [0, 1, 1, 3, 4]  # tick 2 still shows step 1: step 2 came 1 ns after
