@@ -11,7 +11,8 @@ its configured extent's world-aligned box, per camera whether it shows and its b
 (SceneGraph, ``source: fiducial``: the perceived objects' graph by the simulator's projection and relation rules),
 and, with ``scene_markers`` (default true) while anything subscribes, ``scene_graph/markers`` (MarkerArray in
 ``base_link``: each perceived object's box and name, an arrow per triplet of each camera's graph, the target bowl
-highlighted; `sgvla_ros.markers`).
+highlighted; `sgvla_ros.markers`), and while anything subscribes ``scene_graph/<camera>/overlay`` (the graph drawn on
+the image it was perceived in).
 Nothing is published until every camera has sent its camera_info and an image (and joint_states
 have come, for the wrist camera). The cameras' extrinsics are their calibration files (the rig camera's ``calibration``; a twin camera's: the twin
 config's calibration of its device), as on the arm; nothing is read from a simulator.
@@ -36,7 +37,7 @@ from sgvla.so101.twin.config import TARGET
 from sgvla.so101.twin.pick_place import PickPlaceParams
 from sgvla_interfaces.msg import ObjectState, ObjectStates, SceneGraph
 from sgvla_ros.graph_io import scene_graph_msg, upright_image_of
-from sgvla_ros.markers import SceneMarkerPublisher
+from sgvla_ros.markers import OverlayPublishers, SceneMarkerPublisher
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import ResourceNode, positive_parameter, run_node
 
@@ -96,6 +97,7 @@ class FiducialGraphs(ResourceNode):
         self.create_subscription(String, "task", lambda m: setattr(self, "task", m.data), QOS["latched"])
         self.objects_pub = self.create_publisher(ObjectStates, "perception/objects", QOS["reliable"])
         self.scene_markers = SceneMarkerPublisher(self, bool(param("scene_markers")))
+        self.overlays = OverlayPublishers(self, param("cameras"))
         self.graph_pubs = {n: self.create_publisher(SceneGraph, f"scene_graph/{n}", QOS["reliable"])
                            for n in param("cameras")}
         self.create_timer(1.0 / positive_parameter(self, "rate_hz"), self.tick)
@@ -169,6 +171,9 @@ class FiducialGraphs(ResourceNode):
         for name, view in graphs.items():
             self.graph_pubs[name].publish(scene_graph_msg(view, header, SceneGraph.SOURCE_FIDUCIAL))
         self.publish_objects(poses, graphs, header)
+        for name, stream in streams.items():  # each graph drawn on the image it was perceived in
+            if name in graphs:
+                self.overlays.publish(name, stream.image, graphs[name], self.images[name].header)
         if self.scene_markers.wanted():
             boxes = [oriented_box(n, poses[n].position, poses[n].pose[:3, :3], self.live.markers.objects[n].half_size)
                      for n in self.live.markers.objects if n in poses]

@@ -66,3 +66,30 @@ class SceneMarkerPublisher:
         self.drawn = keys
         self.published += 1
         return True
+
+
+class OverlayPublishers:
+    """`scene_graph/<camera>/overlay` of a graph node whose graphs are not paired with images by stamp (so101_twin,
+    fiducial_graphs): the graph drawn on the image it was made from (`sgvla.nodegraph.overlay`, boxes in upright
+    rows), QoS `sensor` as the scene_graph node's overlays; drawn only while something subscribes."""
+
+    def __init__(self, node, cameras, ontology: str = "so101_tabletop") -> None:
+        from sensor_msgs.msg import Image
+
+        from sgvla.scene_graph import load_ontology
+
+        self.ontology = load_ontology(ontology)
+        self.pubs = {c: node.create_publisher(Image, f"scene_graph/{c}/overlay", QOS["sensor"]) for c in cameras}
+
+    def publish(self, camera: str, upright, view_graph, header) -> bool:
+        pub = self.pubs.get(camera)
+        if pub is None or pub.get_subscription_count() == 0 or upright is None:
+            return False
+        import numpy as np
+
+        from sgvla.nodegraph.overlay import draw_overlay
+        from sgvla_ros.graph_io import image_msg
+
+        canvas = draw_overlay(np.asarray(upright)[..., :3], view_graph, self.ontology, boxes_stored=False)
+        pub.publish(image_msg(np.ascontiguousarray(canvas), header))
+        return True

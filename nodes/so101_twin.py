@@ -8,7 +8,8 @@ twin's camera). Goals on ``joint_commands`` take the real arm's code path (TwinA
 twin for motors: limits, max_step per tick, hold when stale). Also ``scene_graph/<camera>`` (the ground-truth
 graph of the current scene, SceneGraph) at graph_rate_hz, with it ``scene_graph/markers`` (MarkerArray in ``world``:
 boxes, names, an arrow per triplet, the target bowl and the place highlighted; while anything subscribes, with
-``scene_markers``) and ``task`` (the prompt, latched); ``twin/reset``
+``scene_markers``), ``scene_graph/<camera>/overlay`` (the graph drawn on the camera's newest image, while anything
+subscribes) and ``task`` (the prompt, latched); ``twin/reset``
 (std_msgs/Int64: a seed) places the objects again and the arm at rest. Each camera renders on threads of its own
 with OpenGL contexts of its own (sgvla.so101.hardware.cameras.TwinSource, paced at the rig camera's fps, drawing
 the twin's decimated render meshes outside its lock, at a lower scheduling priority), so a slow render (software
@@ -19,7 +20,7 @@ import time
 
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from sgvla_ros.graph_io import camera_info_msg, image_msg, scene_graph_msg
-from sgvla_ros.markers import SceneMarkerPublisher
+from sgvla_ros.markers import OverlayPublishers, SceneMarkerPublisher
 from sgvla_ros.qos import QOS
 from sgvla_ros.runtime import ResourceNode, run_node
 from sgvla_ros.so101_arm import joint_state
@@ -90,6 +91,7 @@ class SO101TwinNode(ResourceNode):
         self.graph_pubs = {n: self.create_publisher(SceneGraph, f"scene_graph/{n}", QOS["reliable"])
                            for n in self.cameras}
         self.scene_markers = SceneMarkerPublisher(self, bool(param("scene_markers")))
+        self.overlays = OverlayPublishers(self, list(self.cameras))
         if param("graph_rate_hz") > 0:
             self.create_timer(1.0 / param("graph_rate_hz"), self.publish_graphs)
         self.create_publisher(String, "task", QOS["latched"]).publish(String(data=self.twin.task))
@@ -150,6 +152,10 @@ class SO101TwinNode(ResourceNode):
         graphs = self.twin.ground_truth(list(views), scene)
         for view, graph in graphs.items():
             self.graph_pubs[views[view]].publish(scene_graph_msg(graph, header))
+            camera = self.cameras[views[view]]
+            frame = camera.latest()  # the newest image, at most a frame older than the graph
+            self.overlays.publish(views[view], None if frame is None else frame.color, graph,
+                                  Header(stamp=header.stamp, frame_id=camera.config.frame_id))
         if self.scene_markers.wanted():
             self.scene_markers.publish(header, scene_boxes(scene), {views[v]: g.graph for v, g in graphs.items()},
                                        TARGET, self.twin.layout.place, prefix=f"{scene.source}/")

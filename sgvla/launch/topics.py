@@ -117,6 +117,9 @@ HARDWARE_TOPICS = (
           "the camera's visible objects' graph: the twin's ground truth (source=ground_truth, world); with "
           "perception=true the perceived objects' (source=fiducial, base_link), by the same projection and relation "
           "rules"),
+    Topic("scene_graph/{camera}/overlay", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
+          ("so101_twin", "fiducial_graphs"), (), "while anything subscribes: the camera's graph drawn on its image "
+                                                 "(boxes and the target's triplets; twin: its newest image)"),
     Topic("scene_graph/markers", "visualization_msgs/msg/MarkerArray", "reliable", "world / base_link",
           ("so101_twin", "fiducial_graphs"), (),
           "scene_markers=true, while anything subscribes: each object's box and name, an arrow per triplet of each "
@@ -167,6 +170,9 @@ SO101_EVAL_TOPICS = (
           ("arm_policy",), "perception=true: the perceived objects' graph (source=fiducial), the live graph of graph "
                            "modes"),
     PERCEPTION_OBJECTS_EVAL,
+    Topic("scene_graph/{camera}/overlay", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
+          ("fiducial_graphs",), (), "perception=true, while anything subscribes: the camera's perceived graph drawn "
+                                    "on the image it was perceived in"),
     Topic("scene_graph/markers", "visualization_msgs/msg/MarkerArray", "reliable", "base_link", ("fiducial_graphs",),
           (), "perception=true, scene_markers=true, while anything subscribes: each perceived object's box and name, "
               "an arrow per triplet of each camera's graph with its relation at the middle, the target bowl "
