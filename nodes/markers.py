@@ -8,11 +8,15 @@ when a relation ends and a viewer that joins late draws the full scene from its 
 
 QoS `reliable` (reliable, volatile, keep last 10): a lost message could leave a deleted marker standing, and RViz's
 and Foxglove's subscribers (reliable or best effort, volatile) both match it; nothing is kept for late joiners,
-which need none. Nothing is computed while nobody subscribes (a viewer, a bag recorder). Parameter `scene_markers`
-(default true, declared by each graph node) turns it off.
+which need none. Nothing is computed while nobody subscribes (a viewer, a bag recorder), and at most one message goes
+out every `MIN_PERIOD_S` of wall time (the graph due then; a message of a few hundred markers costs tens of
+milliseconds of rclpy message building, which a lock-step loop at hundreds of steps per second must not pay each
+step). Parameter `scene_markers` (default true, declared by each graph node) turns it off.
 """
 
 from __future__ import annotations
+
+import time
 
 from geometry_msgs.msg import Point
 from visualization_msgs.msg import Marker, MarkerArray
@@ -21,6 +25,7 @@ from sgvla.nodegraph.markers import ARROW, CUBE, TEXT, MarkerSpec, scene_markers
 from sgvla_ros.qos import QOS
 
 TOPIC = "scene_graph/markers"
+MIN_PERIOD_S = 0.2  # at most 5 marker messages per second
 KIND = {CUBE: Marker.CUBE, ARROW: Marker.ARROW, TEXT: Marker.TEXT_VIEW_FACING}
 
 
@@ -45,15 +50,18 @@ def marker_array(specs: list[MarkerSpec], header, gone: set[tuple[str, int]] = f
 class SceneMarkerPublisher:
     """A graph node's `scene_graph/markers` publisher, with the keys it drew last (to delete what went away)."""
 
-    def __init__(self, node, enabled: bool = True, topic: str = TOPIC) -> None:
+    def __init__(self, node, enabled: bool = True, topic: str = TOPIC, min_period_s: float = MIN_PERIOD_S) -> None:
         """`enabled`: the node's `scene_markers` parameter (declared by the node, documented in its parameter
         file); off, no publisher is made."""
         self.publisher = node.create_publisher(MarkerArray, topic, QOS["reliable"]) if enabled else None
         self.drawn: set[tuple[str, int]] = set()
         self.published = 0
+        self.min_period_s, self.last = min_period_s, -float("inf")
 
     def wanted(self) -> bool:
-        return self.publisher is not None and self.publisher.get_subscription_count() > 0
+        """Whether a message is due: markers on, someone subscribed, the last one at least min_period_s ago."""
+        return (self.publisher is not None and time.monotonic() - self.last >= self.min_period_s
+                and self.publisher.get_subscription_count() > 0)
 
     def publish(self, header, objects, graphs, target: str = "", place: str = "", prefix: str = "") -> bool:
         """Draw `objects` (ObjectBox list) and `graphs` (camera -> triplets) in `header.frame_id`, when anyone
@@ -65,6 +73,7 @@ class SceneMarkerPublisher:
         self.publisher.publish(marker_array(specs, header, self.drawn - keys))
         self.drawn = keys
         self.published += 1
+        self.last = time.monotonic()
         return True
 
 

@@ -53,9 +53,10 @@ TOPICS = (
     Topic("scene_graph/{camera}/overlay", "sensor_msgs/msg/Image", "sensor", "{camera}_optical_frame",
           ("scene_graph",), (), "the camera image with boxes and the manipulated object's triplets drawn"),
     Topic("scene_graph/markers", "visualization_msgs/msg/MarkerArray", "reliable", "world", ("scene_graph",), (),
-          "scene_markers=true, while anything subscribes: each object's box and name, an arrow per triplet of each "
-          "camera's graph (namespace <source>/relations/<camera>) with its relation at the middle, the episode's "
-          "target and place highlighted; each message the whole picture (stable ids, DELETE for what went away)"),
+          "scene_markers=true, while anything subscribes, at most 5 a second: each object's box and name, an "
+          "arrow per triplet of each camera's graph (namespace <source>/relations/<camera>) with its relation at "
+          "the middle, the episode's target and place highlighted; each message the whole picture (stable ids, "
+          "DELETE for what went away)"),
     Topic("prompt", "sgvla_interfaces/msg/PromptContext", "reliable", "", ("vla_policy",), (),
           "the composed prompt, when it changes"),
     Topic("eval/result", "sgvla_interfaces/msg/EpisodeRecord", "reliable", "", ("evaluator",), (),
@@ -122,9 +123,10 @@ HARDWARE_TOPICS = (
                                                  "(boxes and the target's triplets; twin: its newest image)"),
     Topic("scene_graph/markers", "visualization_msgs/msg/MarkerArray", "reliable", "world / base_link",
           ("so101_twin", "fiducial_graphs"), (),
-          "scene_markers=true, while anything subscribes: each object's box and name, an arrow per triplet of each "
-          "camera's graph with its relation at the middle, the target bowl highlighted; the twin's ground truth "
-          "(namespaces ground_truth/..., world), the perceived objects' (fiducial/..., base_link)"),
+          "scene_markers=true, while anything subscribes, at most 5 a second: each object's box and name, an "
+          "arrow per triplet of each camera's graph with its relation at the middle, the target bowl highlighted; "
+          "the twin's ground truth (namespaces ground_truth/..., world), the perceived objects' (fiducial/..., "
+          "base_link)"),
     PERCEPTION_OBJECTS,
     Topic("task", "std_msgs/msg/String", "latched", "", ("so101_twin",), ("dataset_recorder", "fiducial_graphs"),
           "twin only: the task prompt of its task_id (the recorder's task when `task` is empty)"),
@@ -174,9 +176,9 @@ SO101_EVAL_TOPICS = (
           ("fiducial_graphs",), (), "perception=true, while anything subscribes: the camera's perceived graph drawn "
                                     "on the image it was perceived in"),
     Topic("scene_graph/markers", "visualization_msgs/msg/MarkerArray", "reliable", "base_link", ("fiducial_graphs",),
-          (), "perception=true, scene_markers=true, while anything subscribes: each perceived object's box and name, "
-              "an arrow per triplet of each camera's graph with its relation at the middle, the target bowl "
-              "highlighted"),
+          (), "perception=true, scene_markers=true, while anything subscribes, at most 5 a second: each perceived "
+              "object's box and name, an arrow per triplet of each camera's graph with its relation at the middle, "
+              "the target bowl highlighted"),
     Topic("task", "std_msgs/msg/String", "latched", "", ("arm_policy",), ("fiducial_graphs",),
           "the running episode's prompt (fiducial_graphs' relation rules key on it)"),
     Topic("eval/operator", "std_msgs/msg/String", "latched", "", ("arm_policy",), (),
