@@ -25,8 +25,8 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bag", metavar="BAG", help="a rosbag2 folder (metadata.yaml and .mcap or .db3 files)")
     p.add_argument("--contract", required=True, metavar="NAME|FILE",
-                   help="a shipped contract's name (config/contracts/NAME.yaml: hardware, so101_eval, plain_so101) "
-                        "or a YAML file")
+                   help="a shipped contract's name (config/contracts/NAME.yaml: hardware, so101_eval, "
+                        "so101_eval_sim, plain_so101) or a YAML file")
     p.add_argument("--out", required=True, metavar="DIR", help="the dataset folder to create (must not exist)")
     p.add_argument("--repo-id", default="local/bag2dataset", help="the dataset's repo id (default: %(default)s)")
     p.add_argument("overrides", nargs="*", metavar="key=value",

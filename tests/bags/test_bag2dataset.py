@@ -106,7 +106,7 @@ def test_a_bad_contract_is_refused_naming_the_file_and_the_key(tmp_path, change,
 
 
 def test_a_contract_name_resolves_to_config_contracts():
-    for name in ("plain_so101", "hardware", "so101_eval"):
+    for name in ("plain_so101", "hardware", "so101_eval", "so101_eval_sim"):
         assert load_contract(name).source.endswith(f"config/contracts/{name}.yaml")
     with pytest.raises(ConfigError, match="shipped contracts: .*hardware"):
         load_contract("hardwear")
