@@ -14,94 +14,20 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from readme_commands import README, commands  # noqa: E402
+from walk_rules import Rule, rule_for, small_items  # noqa: E402
 
 pytestmark = [pytest.mark.readme, pytest.mark.slow]
 
 REPO = README.parent
 VENV_BIN = REPO / ".venv" / "bin"
 
-# The README's "Try it small" note, item for item: what each kind of command takes to run small.
-SMALL = {
-    "sgvla eval": "tasks=[0] episodes=1",
-    "sgvla demos generate": "--tasks 0 --episodes 1",
-    "sgvla record": "--episodes 1 --episode-time 5 --reset-time 0",
-    "sgvla launch sim_eval": "eval_overrides=\"tasks=[0] episodes=1\"",
-    "sgvla launch hardware": "episodes=1 episode_time_s=5 reset_time_s=0",
-}
-
-
-@dataclass(frozen=True)
-class Rule:
-    """How the walk treats the commands matching `pattern`: `run` (exit 0), `fails` (exit != 0 and `message` in
-    the output: commands marked `needs:`), `launch` (started, stopped with SIGINT after `ready` shows, a clean
-    exit), `help` (a synopsis line: `sgvla CMD --help` exits 0), or `not_run` (`why`: it must not run here)."""
-
-    pattern: str
-    how: str
-    message: str = ""
-    ready: str = ""
-    why: str = ""
-    small: bool = True
-    timeout_s: float = 900.0
-    env: dict = field(default_factory=dict)
-
-
-# First match wins. Synopsis lines (metavariables in capitals, [options], a|b) are checked through --help.
-ARM = r"/dev/(tty|video)|RealSense|config file not found|not a terminal"  # no device, or no rig file of yours
-HUB = r"hub|huggingface|Name or service not known|model=DIR"
-RULES = (
-    Rule(r"needs:.*\b(leader )?arm\b", "fails", message=ARM),
-    Rule(r"needs:.*\bhub\b", "fails", message=HUB),
-    Rule(r"needs:.*\bros2\b", "fails", message=r"ros2: command not found"),
-    Rule(r"needs:.*\bslurm\b", "fails", message=r"shard"),
-    Rule(r"needs:.*\bimages\b", "fails", message=r"no images"),
-    Rule(r"needs:.*\bray cluster\b", "not_run", why="with no cluster at HEAD, Ray's driver waits for one"),
-    Rule(r"needs:.*\bgpu\b", "not_run", why="LeRobot falls back to the CPU and would train for hours"),
-    # Synopsis lines (metavariables in capitals, [options], a|b, ...) are checked through --help.
-    Rule(r"^sgvla \S+.*(\s\[|\b[A-Z][A-Z_]{2,}\b|\w\|\w|\.\.\.)", "help"),
-    Rule(r"^sgvla (sim-bus|markers|report|merge|demos|annotate|make-tiny-\w+|vlm-bench|vlm-annotate)$", "help"),
-    Rule(r"^sgvla launch hardware .*record=", "run", timeout_s=900),  # ends after its episodes
-    Rule(r"^sgvla launch (hardware|so101_eval)\b(?!.*--table)", "launch", ready="] [INFO] ["),
-    Rule(r"^sgvla launch sim_eval\b", "run", timeout_s=1800),
-    Rule(r"^sgvla launch \S+ --table$", "run"),
-    Rule(r"^sgvla (eval|demos generate|record)\b", "run", timeout_s=1800),
-    Rule(r"^sgvla (doctor|report|merge|annotate|make-tiny-\w+|vlm-bench|vlm-annotate|markers)\b", "run"),
-)
-
-
-def rule_for(text: str, comment: str) -> Rule | None:
-    line = f"{text}  # {comment}" if comment else text
-    for rule in RULES:
-        if re.search(rule.pattern, line if "needs:" in rule.pattern else text):
-            return rule
-    return None
-
-
-def small_items(text: str) -> str:
-    for prefix, items in SMALL.items():
-        if text.startswith(prefix):
-            return items
-    return ""
-
-
 CMDS, OTHER_BLOCKS = commands()
-
-
-def test_every_block_is_shell_yaml_or_python():
-    """A block the walk cannot read (not shell, not a YAML plan fragment, not Python) is a README error."""
-    assert [b for b in OTHER_BLOCKS if b.kind not in ("yaml", "python")] == []
-
-
-def test_every_command_has_a_rule():
-    unknown = [str(c) for c in CMDS if rule_for(c.text, c.comment) is None]
-    assert unknown == [], f"README commands the walk does not know how to treat (add a rule): {unknown}"
 
 
 @pytest.fixture(scope="module")
