@@ -9,7 +9,7 @@ from pathlib import Path
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 # The first word of a shell command line; a block whose lines start otherwise is not shell (YAML, Python).
-SHELL_WORDS = re.compile(r"^(sgvla|hf|ros2|lerobot-[\w-]+|huggingface-cli|ray|python|sudo|cd|source|colcon|make|"
+SHELL_WORDS = re.compile(r"^(sgvla|\.venv/bin/[\w-]+|hf|ros2|lerobot-[\w-]+|huggingface-cli|ray|python|sudo|cd|source|colcon|make|"
                          r"[A-Z_]+=\S+|#!/bin/bash|#SBATCH)\b")
 NEEDS = re.compile(r"needs:\s*([\w ,-]+)")
 

@@ -32,10 +32,11 @@ CMDS, OTHER_BLOCKS = commands()
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """A fresh folder with the checkout's tracked top-level entries linked in and HOME inside it."""
+    """A fresh folder with the checkout's tracked top-level entries and its .venv linked in, HOME inside it."""
     root = tmp_path_factory.mktemp("readme_walk")
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    for top in sorted({line.split("/")[0] for line in tracked.splitlines()}):
+    # The venv too: the README's `.venv/bin/...` lines run from the checkout where `make` installed it.
+    for top in sorted({line.split("/")[0] for line in tracked.splitlines()} | {".venv"}):
         if not (root / top).exists():
             (root / top).symlink_to(REPO / top)
     (root / "home").mkdir()

@@ -35,6 +35,10 @@ class Rule:
 ARM = r"/dev/(tty|video)|RealSense|config file not found|not a terminal"  # no device, or no rig file of yours
 HUB = r"hub|huggingface|Name or service not known|model=DIR"
 RULES = (
+    Rule(r"needs:.*\bsecond terminal\b", "not_run",
+         why="runs beside another command, in a second terminal, on what that one prints or makes"),
+    Rule(r"needs:.*\bbag of yours\b", "fails", message=r"no such bag"),
+    Rule(r"needs:.*\bthe arm's bag\b", "fails", message=r"no such bag|is not in runs/"),  # none, or a failed launch's
     Rule(r"needs:.*\b(leader )?arm\b", "fails", message=ARM),
     Rule(r"needs:.*\bhub\b", "fails", message=HUB),
     Rule(r"needs:.*\bros2\b", "fails", message=r"ros2: command not found"),
@@ -46,6 +50,11 @@ RULES = (
     Rule(r"^sgvla \S+.*(\s\[|\b[A-Z][A-Z_]{2,}\b|\w\|\w|\.\.\.)", "help"),
     Rule(r"^sgvla (sim-bus|markers|report|merge|demos|annotate|make-tiny-\w+|vlm-bench|vlm-annotate)$", "help"),
     Rule(r"^sgvla launch hardware .*record=", "run", timeout_s=900),  # ends after its episodes
+    Rule(r"^sgvla launch so101_eval sim=true .*record=", "run", timeout_s=900),  # ends after its plan
+    Rule(r"^\.venv/bin/python -m lerobot_robot_so101_twin sim-leader\b", "launch", ready="leader port:"),
+    Rule(r"^\.venv/bin/lerobot-eval\b", "run", small=False, timeout_s=1800),
+    Rule(r"^\.venv/bin/python -c\b", "run", small=False),
+    Rule(r"^sgvla bag2dataset\b", "run"),
     Rule(r"^sgvla launch (hardware|so101_eval)\b(?!.*--table)", "launch", ready="] [INFO] ["),
     Rule(r"^sgvla launch sim_eval\b", "run", timeout_s=1800),
     Rule(r"^sgvla launch \S+ --table$", "run"),
