@@ -60,7 +60,8 @@ def test_registry_is_extensible():
 
 def test_make_tiny_policy_command(tmp_path, libero_observations, capsys):
     assert main(["make-tiny-policy", "act", str(tmp_path / "act")]) == 0
-    assert "policy.type=act" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the hint is sgvla's own syntax, with the folder made
+    assert f"'policies=[{{type: act, path: {tmp_path / 'act'}, device: cpu}}]'" in out and "policy.path=" not in out
     policy = make_policy("act", path=str(tmp_path / "act"))
     policy.reset("task")
     assert policy.act(StepInput(observation=libero_observations(1)[0], prompt="task")).shape == (7,)
