@@ -6,11 +6,13 @@ it checks the plumbing, not a model."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 # CPU, float32 and a short answer: the tiny tokenizer needs about 40 tokens per triplet line, and a random model
 # would otherwise talk for the full 4096 tokens; the grammar keeps every line a triplet of the ontology.
-CLIENT = ("# written by sgvla make-tiny-vlm: the tiny random model beside this file, on the CPU\n"
+MARK = "# written by sgvla make-tiny-vlm"
+CLIENT = (MARK + ": the tiny random model beside this file, on the CPU\n"
           "type: transformers\nname: tiny-qwen2.5-vl\nmodel: {model}\ndevice: cpu\ndtype: float32\nbatch_size: 1\n"
           "max_new_tokens: 48\nconstraint: grammar\n")
 
@@ -26,6 +28,10 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from sgvla.vlm.tiny import build_tiny_qwen2_5_vl
 
+    why = refusal(args.out_dir)
+    if why:
+        print(f"sgvla make-tiny-vlm: {why}", file=sys.stderr)
+        return 2
     path = build_tiny_qwen2_5_vl(args.out_dir, seed=args.seed).absolute()
     client = path / "client.yaml"
     client.write_text(CLIENT.format(model=path))
@@ -33,3 +39,14 @@ def run(args: argparse.Namespace) -> int:
           f"(sgvla vlm-bench DATA / sgvla vlm-annotate DATASET), graph_source=vlm graph_source.client={client} "
           f"(sgvla eval), or serve it: sgvla vlm-serve {path} --device cpu")
     return 0
+
+
+def refusal(out_dir: Path) -> str:
+    """Why ``out_dir`` must not be written ("" when it may): a file, or a folder holding something other than a tiny
+    model this command made (a real checkpoint there would be overwritten)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        return f"{out_dir} is a file, not a folder"
+    client = out_dir / "client.yaml"
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (client.is_file() and client.read_text().startswith(MARK)):
+        return f"{out_dir} is not empty and holds no tiny VLM of this command; give a new or empty folder"
+    return ""
