@@ -52,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     from sgvla.eval.report import SequentialPlan, interrupted_note, markdown_table, write_report
     from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, RunFolderGone, open_records
     from sgvla.eval.run_dir import RunDirError
+    from sgvla.paths import resolve_data_path
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("OpenGL").setLevel(logging.WARNING)  # PyOpenGL's INFO that its optional accelerator is absent
@@ -66,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
             overrides["workers"] = args.workers
         if args.out is not None:
             overrides["output_dir"] = args.out
-        cfg = load_config(EvalConfig, args.config, overrides)
+        cfg = load_config(EvalConfig, resolve_data_path(args.config), overrides)
         validate(cfg)
         check_in_process(cfg)
     except (ConfigError, ValueError, FileNotFoundError) as e:

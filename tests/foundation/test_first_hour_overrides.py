@@ -43,3 +43,15 @@ def test_sgvla_eval_says_command_line(capsys):
     assert "sgvla eval: command line: episodes=x: episodes: expected int, got 'x'" in out, out
     assert main(["eval", "--config", PLAN, "--workers", "0"]) == 2
     assert "command line: workers=0: workers must be" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_sgvla_eval_finds_the_shipped_plans_from_any_folder(tmp_path, monkeypatch, capsys):
+    """`--config config/eval/...` (and the default plan) name the shipped plans from outside the checkout too, as the
+    launches' plan arguments do: the error is the override's, not "config file not found"."""
+    monkeypatch.chdir(tmp_path)
+    for args in (["--config", PLAN], []):
+        assert main(["eval", *args, "episodes=x"]) == 2
+        out = capsys.readouterr().out.replace("\n", "")
+        assert "command line: episodes=x" in out and "not found" not in out, out
+    assert main(["eval", "--config", "config/eval/nope.yaml"]) == 2
+    assert "config file not found" in capsys.readouterr().out
