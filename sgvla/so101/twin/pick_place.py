@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
-from lerobot_env_so101.ik_control import DOWN, roll_to_align_axis, solve_ik
 
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.core.state import SceneState
@@ -102,6 +101,11 @@ class TwinPickPlace:
         self.target_object = target_object
         self.place_object = place_object
         self.params = params
+        # lerobot_env_so101's IK, imported here: its package imports LeRobot (torch, transformers: seconds), which
+        # the nodes that read only PickPlaceParams (fiducial_graphs' closed gripper) should not pay for at start.
+        from lerobot_env_so101 import ik_control
+
+        self._ik_control = ik_control
         self._ik = mujoco.MjData(model)
         self._site = model.site(GRIPPER_SITE).id
         self._dofs = np.array([model.joint(j).dofadr[0] for j in ARM])
@@ -188,10 +192,11 @@ class TwinPickPlace:
         mujoco.mj_kinematics(self.model, data)
         seed = self._q.copy()
         roll_index = ARM.index("wrist_roll")
-        seed[roll_index] += roll_to_align_axis(data, self._site, self._roll, JAW_AXIS, self._jaw_dir)
+        seed[roll_index] += self._ik_control.roll_to_align_axis(data, self._site, self._roll, JAW_AXIS, self._jaw_dir)
         seed[roll_index] = np.clip(seed[roll_index], *self.model.jnt_range[self._roll])
-        return solve_ik(self.model, data, self._site, self._dofs, goal, seed_q=seed,
-                        point_offset=self._offset, approach_axis=APPROACH_AXIS, approach_dir=DOWN)
+        return self._ik_control.solve_ik(self.model, data, self._site, self._dofs, goal, seed_q=seed,
+                                         point_offset=self._offset, approach_axis=APPROACH_AXIS,
+                                         approach_dir=self._ik_control.DOWN)
 
     def act(self, scene: SceneState) -> np.ndarray:
         point = self._point(scene)
