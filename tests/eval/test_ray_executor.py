@@ -215,7 +215,9 @@ def _plan(out, policies, **settings) -> EvalConfig:
 
 @in_loopback_namespace
 def test_the_ray_executor_records_what_the_local_one_records(cluster, tiny_act, tmp_path):
-    policies = [{"type": "prompt_grounded"}, {"type": "expert"}, {"type": "act", "path": tiny_act}]
+    # A scripted policy and a learned one (served: weights in the server actor, batched calls); another scripted
+    # policy would take the same path as prompt_grounded.
+    policies = [{"type": "prompt_grounded"}, {"type": "act", "path": tiny_act}]
     runs = {}
     for executor, workers in (("local", 1), ("ray", 2)):  # the local run in this process: the same records
         cfg = _plan(tmp_path / executor, policies, episodes=1, workers=workers, executor=executor,
