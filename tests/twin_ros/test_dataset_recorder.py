@@ -37,7 +37,10 @@ def image(encoding, channels, dtype, value, stamp):
     return msg
 # The rig publishes at 30 Hz until told to end; the test sends record_control commands (and "silence": the arm
 # goes quiet) through stdin when the recorder's log shows it is ready for them, whatever the machine's load.
-start, k, quiet, bad_until = time.monotonic(), 0, False, -1
+# A record_control command waits until good commands flow again after a "bad" window: while the bad command is
+# alone on the topic no valid command arrives, and once that lasts the rig's command_timeout_s (a loaded machine
+# stretches the window's ticks) the recorder rightly records the arm holding (action = state) for those ticks.
+start, k, quiet, bad_until, pending = time.monotonic(), 0, False, -1, []
 while True:
     if select.select([sys.stdin], [], [], 0)[0]:
         line = sys.stdin.readline().strip()
@@ -48,7 +51,11 @@ while True:
         elif line == "bad":  # a command naming a joint the arm does not have, alone on the topic for a while
             bad_until = k + 6  # (its QoS keeps only the newest command: the next good one would replace it)
         else:
+            pending.append(line)
+    if k >= bad_until + 3:  # three good commands sent since the bad window
+        for line in pending:
             control.publish(String(data=line))
+        pending = []
     t = time.monotonic() - start
     stamp = node.get_clock().now().to_msg()
     pan = 0.1 + 0.05 * t  # radians
