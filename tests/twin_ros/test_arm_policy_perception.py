@@ -42,42 +42,50 @@ home = from_radians(list(JOINTS), [rest.get(j, 0.0) for j in JOINTS])
 end = time.monotonic() + float(sys.argv[1])  # fiducial_graphs perceives the first frames meanwhile
 while time.monotonic() < end:
     rclpy.spin_once(node, timeout_sec=0.05)
-goal = RunEpisode.Goal(episode=1, policy="prompt_grounded", policy_type="prompt_grounded", task_id=2,
-                       perturbation="none", mode="scene_graph", seed=0, view="agentview", context_style="reference",
-                       graph_source="fiducial", max_steps=20, suite="so101_hardware",
-                       suite_options=key_values({"perception": True, "home": home, "home_tolerance_deg": 6.0,
-                                                 "episode_time_s": 2.0, "verdict_window_s": 0.5}))
-future = client.send_goal_async(goal)
-answered = set()
-result = None
-deadline = time.monotonic() + 240
-while result is None and time.monotonic() < deadline:
-    rclpy.spin_once(node, timeout_sec=0.05)
-    for line in lines:
-        if line.startswith("confirm") and "confirm" not in answered:
-            answered.add("confirm"); confirm.publish(String(data="start"))
-        if line.startswith("verdict") and "verdict" not in answered:
-            answered.add("verdict"); verdict.publish(String(data="failure scripted operator"))
-    if future.done() and "result" not in answered:
-        answered.add("result"); result_future = future.result().get_result_async()
-    if "result" in answered and result_future.done():
-        result = result_future.result().result
 start_joints = first["joints"]
-moved = {}
-node.create_subscription(JointState, "joint_states", lambda m: moved.__setitem__("joints", dict(zip(m.name, m.position))),
-                         QOS["sensor"])
-end = time.monotonic() + 1.0
-while time.monotonic() < end:
-    rclpy.spin_once(node, timeout_sec=0.05)
-record = record_of(result.record)
-print(json.dumps({"lines": lines, "infra": record.infra_failure, "steps": record.steps, "prompt": record.prompt,
-                  "graph_source": record.graph_source, "decision": record.decision,
-                  "moved": max(abs(moved["joints"][j] - start_joints[j]) for j in start_joints)}))
+seen = []
+for episode, mode in enumerate(sys.argv[2].split(","), start=1):  # one goal per mode, one after the other
+    goal = RunEpisode.Goal(episode=episode, policy="prompt_grounded", policy_type="prompt_grounded", task_id=2,
+                           perturbation="none", mode=mode, seed=0, view="agentview", context_style="reference",
+                           graph_source="fiducial", max_steps=20, suite="so101_hardware",
+                           suite_options=key_values({"perception": True, "home": home, "home_tolerance_deg": 6.0,
+                                                     "episode_time_s": 2.0, "verdict_window_s": 0.5}))
+    del lines[:]
+    future = client.send_goal_async(goal)
+    answered = set()
+    result = None
+    deadline = time.monotonic() + 240
+    while result is None and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        for line in lines:
+            if line.startswith("confirm") and "confirm" not in answered:
+                answered.add("confirm"); confirm.publish(String(data="start"))
+            if line.startswith("verdict") and "verdict" not in answered:
+                answered.add("verdict"); verdict.publish(String(data="failure scripted operator"))
+        if future.done() and "result" not in answered:
+            answered.add("result"); result_future = future.result().get_result_async()
+        if "result" in answered and result_future.done():
+            result = result_future.result().result
+    moved = {}
+    sub = node.create_subscription(JointState, "joint_states",
+                                   lambda m: moved.__setitem__("joints", dict(zip(m.name, m.position))), QOS["sensor"])
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    node.destroy_subscription(sub)
+    record = record_of(result.record)
+    seen.append({"mode": mode, "lines": list(lines), "infra": record.infra_failure, "steps": record.steps,
+                 "prompt": record.prompt, "graph_source": record.graph_source, "decision": record.decision,
+                 "control": record.control,
+                 "moved": max(abs(moved["joints"][j] - start_joints[j]) for j in start_joints)})
+print(json.dumps(seen))
 """
 
 
-def drive(tmp_path, ros_env, nodes: list[tuple[str, list[str]]], wait_s: float) -> tuple[dict, str]:
-    """The twin, the given nodes and the DRIVE operator (after ``wait_s``); what it saw, and the nodes' logs."""
+def drive(tmp_path, ros_env, nodes: list[tuple[str, list[str]]], wait_s: float,
+          modes: tuple[str, ...] = ("scene_graph",)) -> tuple[list[dict], str]:
+    """The twin, the given nodes and the DRIVE operator (after ``wait_s``), one episode per mode in one launch; what
+    it saw of each, and the nodes' logs."""
     rig = rig_file(tmp_path, "twin", cameras=twin_cameras((320, 240), 10))
     env = {**ros_env, "MUJOCO_GL": "egl"}
     config = ["--ros-args", "-p", f"config:={rig}"]
@@ -85,8 +93,8 @@ def drive(tmp_path, ros_env, nodes: list[tuple[str, list[str]]], wait_s: float) 
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for module, extra in [("so101_twin", ["-p", "task_id:=2", "-p", "graph_rate_hz:=0.0"]), *nodes]]
     try:
-        driven = subprocess.run([sys.executable, "-c", DRIVE, str(wait_s)], env=env, capture_output=True,
-                                text=True, timeout=400)
+        driven = subprocess.run([sys.executable, "-c", DRIVE, str(wait_s), ",".join(modes)], env=env,
+                                capture_output=True, text=True, timeout=400)
     finally:
         logs = []
         for proc in reversed(procs):
@@ -98,22 +106,31 @@ def drive(tmp_path, ros_env, nodes: list[tuple[str, list[str]]], wait_s: float) 
 
 
 def test_prompt_grounded_episode_on_the_arm_grounds_on_perceived_objects(tmp_path, ros_env):
+    """The graph mode, then the wrong_graph control in the same launch (issue 31: controls run on the arm too): the
+    control's graph, built from the perceived graph with the target's identity moved to the other bowl, sends the
+    same policy to the wrong bowl, and its record says what it showed."""
     # The twin renders its cameras at a low priority: on a loaded 2-core machine a frame (and so a perceived graph)
     # can take over a second, which on the arm would be an infrastructure failure (the next test).
     seen, log = drive(tmp_path, ros_env, [("fiducial_graphs", ["-p", "rate_hz:=5.0"]),
                                           ("arm_policy", ["-p", "keyboard:=false", "-p", "perception_timeout_s:=5.0"])],
-                      15)
-    print(json.dumps({k: seen[k] for k in ("steps", "graph_source", "decision", "moved")}))
-    assert seen["infra"] == "", seen["infra"] + log
-    assert seen["graph_source"] == "fiducial" and CONTEXT_HEADER in seen["prompt"]
-    assert seen["decision"]["grounding_correct"] is True, seen["decision"]
-    assert seen["decision"]["grounding_source"] == "scene_graph", seen["decision"]
-    assert seen["steps"] >= 10 and seen["moved"] > 0.02  # radians: the controller drove the arm towards the bowl
+                      15, modes=("scene_graph", "wrong_graph"))
+    graph, wrong = seen
+    print(json.dumps([{k: s[k] for k in ("mode", "steps", "graph_source", "decision", "control", "moved")}
+                      for s in seen]))
+    for episode in seen:
+        assert episode["infra"] == "", episode["mode"] + ": " + episode["infra"] + log
+        assert episode["graph_source"] == "fiducial" and CONTEXT_HEADER in episode["prompt"], episode["prompt"]
+        assert episode["decision"]["grounding_source"] == "scene_graph", episode["decision"]
+        assert episode["steps"] >= 10 and episode["moved"] > 0.02  # radians: the controller drove the arm
+    assert graph["decision"]["grounding_correct"] is True and graph["control"] == {}, graph
+    assert wrong["decision"]["grounding_correct"] is False, wrong["decision"]
+    assert wrong["control"]["kind"] == "wrong_graph" and wrong["control"]["shown"] >= 1, wrong["control"]
+    assert wrong["control"]["swapped"] == "black_bowl_1<->black_bowl_2", wrong["control"]
 
 
 def test_no_perception_is_an_infrastructure_failure_not_a_result(tmp_path, ros_env):
     """Without fiducial_graphs nothing is perceived: the episode is an infrastructure failure naming the missing
     topic (excluded from success rates, retried), not a policy failure."""
-    seen, log = drive(tmp_path, ros_env, [("arm_policy", ["-p", "keyboard:=false"])], 1)
+    (seen,), log = drive(tmp_path, ros_env, [("arm_policy", ["-p", "keyboard:=false"])], 1)
     assert re.fullmatch(r"InfrastructureFailure: no (scene_graph/agentview|perception/objects) within perception_timeout_s=1 .*"
                         r"is fiducial_graphs running.*", seen["infra"]), seen["infra"] + log
