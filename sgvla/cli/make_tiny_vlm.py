@@ -32,7 +32,15 @@ def run(args: argparse.Namespace) -> int:
     if why:
         print(f"sgvla make-tiny-vlm: {why}", file=sys.stderr)
         return 2
-    path = build_tiny_qwen2_5_vl(args.out_dir, seed=args.seed).absolute()
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # "Writing model shards" over a model of one small shard
+    try:
+        path = build_tiny_qwen2_5_vl(args.out_dir, seed=args.seed).absolute()
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
     client = path / "client.yaml"
     client.write_text(CLIENT.format(model=path))
     print(f"tiny Qwen2.5-VL saved to {path} with its client {client}; use it as --client {client} "
