@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 import uuid
 from collections import deque
@@ -193,6 +194,24 @@ def server_gpus(cfg: Any) -> float:
     return 1 if cuda else 0
 
 
+PROBE_TIMEOUT_S = 5.0
+
+
+def unreachable(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> str:
+    """Why nothing listens at a ``host:port`` (or ``ray://host:port``) cluster address now; "" when something does,
+    or for ``auto`` (Ray finds this machine's cluster and says at once when there is none). Ray's driver retries an
+    address with nothing behind it forever (a warning every few seconds), so a run would wait for a cluster that
+    was never started."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or not host or not port.isdigit():
+        return ""
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return ""
+    except OSError as e:
+        return f"nothing answers at {host}:{port} ({e.strerror or type(e).__name__})"
+
+
 def _init(cfg: Any) -> bool:
     """Connect to the cluster; False when this process was already connected (its caller's, left as it is)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -200,6 +219,9 @@ def _init(cfg: Any) -> bool:
 
     if ray.is_initialized():
         return False
+    why = unreachable(cfg.ray.address)
+    if why:
+        raise ConnectionError(why)
     ray.init(address=cfg.ray.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING,
              configure_logging=False, runtime_env=_runtime_env())
     return True
