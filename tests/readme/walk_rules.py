@@ -44,7 +44,8 @@ RULES = (
     Rule(r"needs:.*\bros2\b", "fails", message=r"ros2: command not found"),
     Rule(r"needs:.*\bslurm\b", "fails", message=r"shard"),
     Rule(r"needs:.*\bimages\b", "fails", message=r"no images"),
-    Rule(r"needs:.*\bray cluster\b", "not_run", why="HEAD is a placeholder host name: looking it up would ask a DNS server, off loopback"),
+    Rule(r"needs:.*\bray cluster\b", "not_run",
+         why="HEAD is a placeholder host name: looking it up would ask a DNS server, off loopback"),
     Rule(r"needs:.*\bgpu\b", "not_run", why="LeRobot falls back to the CPU and would train for hours"),
     # Synopsis lines (metavariables in capitals, [options], a|b, ...) are checked through --help.
     Rule(r"^sgvla \S+.*(\s\[|\b[A-Z][A-Z_]{2,}\b|\w\|\w|\.\.\.)", "help"),
