@@ -42,7 +42,6 @@ home = from_radians(list(JOINTS), [rest.get(j, 0.0) for j in JOINTS])
 end = time.monotonic() + float(sys.argv[1])  # fiducial_graphs perceives the first frames meanwhile
 while time.monotonic() < end:
     rclpy.spin_once(node, timeout_sec=0.05)
-start_joints = first["joints"]
 seen = []
 for episode, mode in enumerate(sys.argv[2].split(","), start=1):  # one goal per mode, one after the other
     goal = RunEpisode.Goal(episode=episode, policy="prompt_grounded", policy_type="prompt_grounded", task_id=2,
@@ -73,6 +72,7 @@ for episode, mode in enumerate(sys.argv[2].split(","), start=1):  # one goal per
     while time.monotonic() < end:
         rclpy.spin_once(node, timeout_sec=0.05)
     node.destroy_subscription(sub)
+    start_joints = first["joints"]  # the first joint state the driver saw (the wait above may be too short for it)
     record = record_of(result.record)
     seen.append({"mode": mode, "lines": list(lines), "infra": record.infra_failure, "steps": record.steps,
                  "prompt": record.prompt, "graph_source": record.graph_source, "decision": record.decision,
