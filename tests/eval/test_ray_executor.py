@@ -22,9 +22,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 import sgvla.plugins  # noqa: F401
 from sgvla.eval.config import EvalConfig
+from sgvla.eval.run_dir import stored_settings
 from sgvla.eval.runner import plan, run_plan
 
 from .plans import records_by_key, run_with, small_config
@@ -214,18 +216,20 @@ def _plan(out, policies, **settings) -> EvalConfig:
 
 
 @in_loopback_namespace
-def test_the_ray_executor_records_what_the_local_one_records(cluster, tiny_act, tmp_path):
-    # A scripted policy and a learned one (served: weights in the server actor, batched calls); another scripted
-    # policy would take the same path as prompt_grounded.
-    policies = [{"type": "prompt_grounded"}, {"type": "act", "path": tiny_act}]
-    runs = {}
-    for executor, workers in (("local", 1), ("ray", 2)):  # the local run in this process: the same records
-        cfg = _plan(tmp_path / executor, policies, episodes=1, workers=workers, executor=executor,
-                    policy_server={"serve": "all"}, ray={"address": cluster.address})
-        summary = run_plan(cfg, progress=False)
-        assert summary.complete and summary.recorded == len(plan(cfg)), summary
-        runs[executor] = records_by_key(tmp_path / executor)
-    assert runs["ray"].keys() == runs["local"].keys()
+def test_sgvla_eval_on_ray_records_and_prints_what_the_local_run_does(cluster, tiny_act, tmp_path):
+    """One plan, `sgvla eval` on each executor: the same records and the same table. A scripted policy and a learned
+    one, both served (weights in the server actor, batched calls); another scripted policy takes prompt_grounded's
+    path again."""
+    cfg = _plan(tmp_path / "plan", [{"type": "prompt_grounded"}, {"type": "act", "path": tiny_act}], episodes=1,
+                policy_server={"serve": "all"})
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(yaml.safe_dump(stored_settings(cfg)))
+    base = [sys.executable, "-m", "sgvla.cli", "eval", "--config", str(plan_file), "--quiet"]
+    local = _table_rows([*base, "workers=1", "--out", str(tmp_path / "local")])
+    on_ray = _table_rows([*base, "executor=ray", f"ray.address={cluster.address}", "--out", str(tmp_path / "ray")])
+    assert on_ray == local
+    runs = {executor: records_by_key(tmp_path / executor) for executor in ("local", "ray")}
+    assert sorted(runs["ray"]) == sorted(runs["local"]) and len(runs["local"]) == len(plan(cfg))
     for key, record in runs["local"].items():
         assert runs["ray"][key] == record, key
 
@@ -269,15 +273,6 @@ def _table_rows(command: list[str]) -> list[str]:
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 0")]
     assert rows, proc.stdout[-3000:]
     return rows
-
-
-@in_loopback_namespace
-def test_sgvla_eval_on_ray_prints_the_local_table(cluster, tmp_path):
-    base = [sys.executable, "-m", "sgvla.cli", "eval", "--config", "config/eval/default.yaml", "--quiet",
-            "tasks=[0]", "episodes=1", "policies=[{type: prompt_grounded}]", "modes=[standard, scene_graph]"]
-    local = _table_rows([*base, "--out", str(tmp_path / "local")])
-    on_ray = _table_rows([*base, "executor=ray", f"ray.address={cluster.address}", "--out", str(tmp_path / "ray")])
-    assert on_ray == local
 
 
 @in_loopback_namespace
