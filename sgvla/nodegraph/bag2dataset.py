@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -432,10 +432,16 @@ def _write(bag: Path, contract: Contract, out: Path, repo_id: str, say: Callable
         for i, (start, end) in enumerate(windows):
             start, end = start + round(contract.trim.start_s * NS), end - round(contract.trim.end_s * NS)
             tick_times = ticks(start, end, contract.fps)
-            frames, waiting, dropped = align(feature_times, tick_times, max_age, stats, contract.late,
+            # Ticks before the first task text wait for it as for a feature's first message, before alignment, so
+            # the features' counts describe the frames written (they counted these ticks too, a late one included).
+            untitled = 0
+            if not contract.task.text:
+                untitled = (bisect_left(tick_times, task_series.times[0] - contract.tick_tolerance_ns)
+                            if task_series.times else len(tick_times))
+            frames, waiting, dropped = align(feature_times, tick_times[untitled:], max_age, stats, contract.late,
                                              contract.tick_tolerance_ns)
-            report = EpisodeReport((start - origin) / NS, (end - origin) / NS, len(tick_times), 0, waiting, dropped,
-                                   sum(bool(f.late) for f in frames), False, start_ns=start)
+            report = EpisodeReport((start - origin) / NS, (end - origin) / NS, len(tick_times), 0, untitled + waiting,
+                                   dropped, sum(bool(f.late) for f in frames), False, start_ns=start)
             episodes.append(report)
             written = 0
             for frame in frames:
