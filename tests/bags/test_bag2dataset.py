@@ -296,3 +296,39 @@ def test_a_tolerance_takes_stamps_rounded_past_a_tick_as_at_it():
     assert [f.picks["a"] for f in frames] == [0, 1, 2, 3, 4] and stats["a"].max_age_s == 0.0
     strict, _, _ = align({"a": steps}, ticks(0, steps[-1], 30), {"a": NS}, {"a": FeatureStats()})
     assert [f.picks["a"] for f in strict] == [0, 1, 1, 3, 4]  # tick 2 still shows step 1: step 2 came 1 ns after
+
+
+def test_ticks_waiting_for_the_task_are_not_counted_in_the_features(tmp_path):
+    """A task text that comes after the data: the ticks before it are skipped like those before a feature's first
+    message, so each feature's filled + late counts the frames written. (A late joint state at such a tick was
+    counted: 26 late reported, 25 late frames in a round trip's dataset.)"""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    store = typestore()
+    String = store.types["std_msgs/msg/String"]
+    bag = tmp_path / "bag"
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        topics = {"/joint_states": "sensor_msgs/msg/JointState", "/joint_commands": "sensor_msgs/msg/JointState",
+                  "/agentview/image_raw": "sensor_msgs/msg/Image", "/wrist/image_raw": "sensor_msgs/msg/Image",
+                  "/task": "std_msgs/msg/String"}
+        conns = {t: writer.add_connection(t, m, typestore=store) for t, m in topics.items()}
+        writer.write(conns["/task"], T0 + 9 * NS // FPS, store.serialize_cdr(String(data="put the bowl on the stove"),
+                                                                         "std_msgs/msg/String"))
+        for k in range(30):
+            t = T0 + k * NS // FPS
+            msgs = [("/joint_commands", joint_state(store, t, [0.02 * k] * 6)),
+                    ("/agentview/image_raw", image(store, t, color_of(k % 20), "rgb8")),
+                    ("/wrist/image_raw", image(store, t, color_of(k % 20), "rgb8"))]
+            if not 3 <= k <= 6 and not 20 <= k <= 23:  # the arm silent twice: late joint states before and after
+                msgs.append(("/joint_states", joint_state(store, t, [0.01 * k] * 6)))
+            for topic, msg in msgs:
+                writer.write(conns[topic], t, store.serialize_cdr(msg, msg.__msgtype__))
+    report = convert(bag, load_contract("so101_eval", {"episodes.by": "bag", "late": "keep"}), tmp_path / "ds",
+                     repo_id="test/late")
+    (episode,) = report.episodes
+    assert episode.skipped_waiting == 9 and episode.frames == episode.ticks - 9, episode
+    state = report.features["observation.state"]
+    # late: ticks 21-23 of the second silence (at tick 21 the newest, of tick 19, is 66666667 ns old: over the
+    # 2-tick limit of 66666666 ns); none of the first silence, which is before the task
+    assert state.late == 3 and state.filled + state.late == episode.frames, state
+    assert all(f.filled + f.late == episode.frames for f in report.features.values()), report.features
