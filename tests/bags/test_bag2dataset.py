@@ -232,6 +232,12 @@ def test_a_bag_that_does_not_fit_the_contract_is_refused_before_writing(tmp_path
         convert(bag, load_contract("plain_so101"), tmp_path / "taken")
 
 
+# The topics arm_policy's runs are recorded with (the so101_eval contract's).
+ARM_TOPICS = {"/joint_states": "sensor_msgs/msg/JointState", "/joint_commands": "sensor_msgs/msg/JointState",
+              "/agentview/image_raw": "sensor_msgs/msg/Image", "/wrist/image_raw": "sensor_msgs/msg/Image",
+              "/task": "std_msgs/msg/String"}
+
+
 def test_the_so101_eval_contract_makes_one_episode_per_evaluation_episode(tmp_path):
     """A bag as `sgvla launch so101_eval record=...` records on the arm: the operator's lines on /eval/operator open
     (`running episode N`) and close (`verdict episode N`) the episodes; the task is arm_policy's /task text; the
@@ -244,9 +250,7 @@ def test_the_so101_eval_contract_makes_one_episode_per_evaluation_episode(tmp_pa
     String = store.types["std_msgs/msg/String"]
     bag = tmp_path / "bag"
     with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
-        topics = {"/joint_states": "sensor_msgs/msg/JointState", "/joint_commands": "sensor_msgs/msg/JointState",
-                  "/agentview/image_raw": "sensor_msgs/msg/Image", "/wrist/image_raw": "sensor_msgs/msg/Image",
-                  "/task": "std_msgs/msg/String", "/eval/operator": "std_msgs/msg/String"}
+        topics = {**ARM_TOPICS, "/eval/operator": "std_msgs/msg/String"}
         conns = {t: writer.add_connection(t, m, typestore=store) for t, m in topics.items()}
 
         def text(topic, t, data):
@@ -308,10 +312,7 @@ def test_ticks_waiting_for_the_task_are_not_counted_in_the_features(tmp_path):
     String = store.types["std_msgs/msg/String"]
     bag = tmp_path / "bag"
     with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
-        topics = {"/joint_states": "sensor_msgs/msg/JointState", "/joint_commands": "sensor_msgs/msg/JointState",
-                  "/agentview/image_raw": "sensor_msgs/msg/Image", "/wrist/image_raw": "sensor_msgs/msg/Image",
-                  "/task": "std_msgs/msg/String"}
-        conns = {t: writer.add_connection(t, m, typestore=store) for t, m in topics.items()}
+        conns = {t: writer.add_connection(t, m, typestore=store) for t, m in ARM_TOPICS.items()}
         writer.write(conns["/task"], T0 + 9 * NS // FPS, store.serialize_cdr(String(data="put the bowl on the stove"),
                                                                          "std_msgs/msg/String"))
         for k in range(30):
