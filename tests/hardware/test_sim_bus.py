@@ -321,7 +321,14 @@ def test_the_server_dies_with_its_parent():
 
 # -- the twin's bus --------------------------------------------------------------------------------
 
+def after_ticks(clock, n: int) -> None:
+    """Return once the twin's clock has run ``n`` more physics ticks."""
+    start = clock.ticks
+    wait_until(lambda: clock.ticks >= start + n, 5, lambda: f"{n} physics ticks after tick {start}: {clock.ticks}")
+
+
 @pytest.mark.sim
+@pytest.mark.integration
 def test_the_twin_bus_round_trips_positions_and_goals_through_shared_memory():
     from sgvla.so101.twin.bus import TwinClock, TwinFeetechBus, lerobot_of, radians_of
     from sgvla.so101.twin.config import load_twin_config
@@ -350,11 +357,22 @@ def test_the_twin_bus_round_trips_positions_and_goals_through_shared_memory():
                     return abs(bus.read("Present_Position", "shoulder_pan") - goal["shoulder_pan"]) < 1.0
                 wait_until(arrived, 10, lambda: f"shoulder_pan at {goal['shoulder_pan']}: {bus.sync_read('Present_Position')}")
                 assert max(speeds) > 0  # it moved up, and the servo's velocity said so
-                # Torque off: the twin holds where it is.
-                bus.disable_torque()
+                # Torque off: the twin holds where it was when torque went off. "Arrived" is within a degree, still
+                # moving, and the hold lands at the tick after the writes (12, answered once the servos published
+                # them), so the arm comes to rest first: where it was is then one pose however late the hold lands
+                # (read while moving, the pose was 0.011 rad short of the hold, on an idle machine).
+                wait_until(lambda: max(abs(v) for v in twin.joint_velocities().values()) < 0.005, 10,
+                           lambda: f"the twin at rest: velocities {twin.joint_velocities()}")
                 held = twin.joint_positions()
-                wait_until(lambda: all(abs(twin.joint_targets()[j] - held[j]) < 0.01 for j in JOINTS[:5]), 5,
-                           lambda: f"the twin's targets {twin.joint_targets()} to hold {held}")
+                bus.disable_torque()
+                after_ticks(clock, 2)  # the tick that applied the last write has ended
+                targets = twin.joint_targets()
+                assert all(abs(targets[j] - held[j]) < 0.002 for j in JOINTS[:5]), (targets, held)
+                # ... and keeps holding there: a goal written with torque off moves nothing.
+                bus.sync_write("Goal_Position", goal)  # no reply: the read after it is answered once it is in
+                bus.read("Present_Position", "gripper")
+                after_ticks(clock, 2)
+                assert twin.joint_targets() == targets, (twin.joint_targets(), targets)
             finally:
                 clock.close()
                 bus.disconnect(disable_torque=False)

@@ -190,6 +190,7 @@ class TwinFeetechBus(SimFeetechBus):
         self._present = SharedRecord.create(encoders + velocities)
         self._goals = SharedRecord.create(encoders + [0.0] * len(JOINTS))  # torque off: the servos' power-up state
         self._applied = self._goals.read()[0]
+        self._held: dict[str, float] = {}  # joint -> encoder count it holds at since its torque went off
         self._exchange = threading.Lock()  # the twin side's exchange against close (never taken by the servos)
         try:
             super().__init__(ids=[MOTOR_IDS[j] for j in JOINTS], positions=encoders)
@@ -228,7 +229,9 @@ class TwinFeetechBus(SimFeetechBus):
 
     def apply_goals(self) -> None:
         """Twin side, before a physics tick: goals written to the servos since the last call become the joints'
-        targets; a servo with torque off holds where it is."""
+        targets; a servo with torque off holds where it was when its torque went off, until torque comes back on.
+        LeRobot turns torque off one servo at a time (two writes each, over several ticks): were the hold taken
+        again at each later write, a joint still moving would be held where it had got to by the last one."""
         with self._exchange:
             if self.closed:
                 return
@@ -240,7 +243,11 @@ class TwinFeetechBus(SimFeetechBus):
         goals = {}
         for joint, goal, torque, present in zip(JOINTS, values[:n], values[n:], self._encoders, strict=True):
             cal = self.calibration[joint]
-            encoder = goal if torque else min(max(present, 0.0), RESOLUTION - 1.0)
+            if torque:
+                self._held.pop(joint, None)
+                encoder = goal
+            else:
+                encoder = self._held.setdefault(joint, min(max(present, 0.0), RESOLUTION - 1.0))
             goals[joint] = value_of(joint, encoder - cal.homing_offset, cal)
         self.twin.set_joint_targets(radians_of(goals))
 
