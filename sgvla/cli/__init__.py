@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "eval": "eval",
     "report": "report",
     "merge": "merge",
+    "compare": "compare",
     "vlm-bench": "vlm_bench",
     "vlm-annotate": "vlm_annotate",
     "vlm-serve": "vlm_serve",

@@ -24,6 +24,11 @@ gone) raises :class:`InfrastructureFailure`; :meth:`Episode.record_failure` turn
 marked as such, never into a policy's failure (runners exclude them from success rates and retry them).
 A policy that cannot act on what it is given raises :class:`PolicyGaveUp`: that ends the episode as the
 policy's failure, with the reason in ``failure_reason`` (a result, counted).
+
+An episode in which the policy produced no action (it gave up before its first, or the episode ended before one)
+says nothing of the policy: its record is an infrastructure failure with that cause (`Episode.no_action`), rerun by
+the next run, whichever driver ran it. On the arm under load a give-up at the first step on a perception caught
+mid-change was otherwise recorded as the policy's failure with 0 steps.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sgvla.core.action_digest import ActionDigest
 from sgvla.core.context import Context, ContextInputs, ContextMode
 from sgvla.core.progress import PickPlaceSpec, PickPlaceStages, summarize
 from sgvla.core.protocols import GraphSource, Policy, PolicyGaveUp, PromptBudget, Step, StepInput
@@ -174,6 +180,9 @@ class Episode:
         self._acted = -1  # the step whose context was last built (refresh)
         self._start_control: dict[str, Any] = {}
         self._tokens: dict[str, int | None] = {}  # text -> the policy's token count (controls match lengths)
+        # Every action handed out (`act`) or, where the policy runs elsewhere, stepped (`took`): the record's
+        # `action_digest` (sgvla.core.action_digest), in `extra` so every transport of records carries it.
+        self.actions = ActionDigest()
         self._started = time.perf_counter()
 
     def _context(self, step: Step) -> Context:
@@ -230,7 +239,14 @@ class Episode:
         except PolicyGaveUp as e:
             self.gave_up, self.success, self.done = str(e) or type(e).__name__, False, True
             return None
-        return np.asarray(action, dtype=np.float64).reshape(-1)
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        self.took(action)
+        return action
+
+    def took(self, action: np.ndarray) -> None:
+        """Count `action` into the episode's action digest; `act` does it for the actions it hands out, a driver
+        whose policy is stepped elsewhere (`lerobot_env_sgvla`) for each action it steps, in the backend's units."""
+        self.actions.add(action)
 
     def observe(self, success: bool, done: bool, scene: Any = None) -> bool:
         """The outcome of the step just taken and the scene after it (None: none known); True when the episode is
@@ -248,7 +264,7 @@ class Episode:
     def record(self, **extra: Any) -> EpisodeRecord:
         """The finished episode's record; `extra` adds runner or backend facts (perturbation_applied, ...)."""
         ref, budget = self.reference, self.budget
-        return EpisodeRecord(
+        record = EpisodeRecord(
             *self.key, success=self.success, steps=self.steps, max_steps=self.max_steps,
             wall_time_s=round(time.perf_counter() - self._started, 3), task=self.task, prompt=self.start_prompt,
             view=self.view, graph_source=self.source.name, graph_triplets=len(ref.graph) if ref else 0,
@@ -260,7 +276,19 @@ class Episode:
             prompt_truncated=budget.truncated if budget else False,
             failure_reason=self._failure_reason(),
             source_stats=self.source.stats(), decision=self.policy.decision(), control=self._start_control,
-            extra=extra, **dataclasses.asdict(summarize(self.tracker, self.success, self.steps, self.gave_up)))
+            extra={"action_digest": self.actions.hexdigest(), **extra},
+            **dataclasses.asdict(summarize(self.tracker, self.success, self.steps, self.gave_up)))
+        if self.no_action():
+            _no_result(record, InfrastructureFailure(self.no_action()))
+        return record
+
+    def no_action(self) -> str:
+        """Why the policy produced no action in this episode, "" when it produced one (see the module docstring)."""
+        if self.actions.count:
+            return ""
+        if self.gave_up:
+            return f"the policy produced no action: it gave up before its first ({self.gave_up})"
+        return f"the policy produced no action: the episode ended after {self.steps} steps, before its first"
 
     def _failure_reason(self) -> str:
         if self.success:
@@ -269,9 +297,13 @@ class Episode:
 
     def record_failure(self, error: BaseException, **extra: Any) -> EpisodeRecord:
         """The record of an episode the machinery failed: no result (see InfrastructureFailure)."""
-        record = self.record(**extra)
-        record.success = False
-        record.failure_reason = ""
-        record.infra_failure = f"{type(error).__name__}: {error}"
-        record.progress, record.stages, record.failure_class = None, {}, None  # no result
-        return record
+        return _no_result(self.record(**extra), error)
+
+
+def _no_result(record: EpisodeRecord, error: BaseException) -> EpisodeRecord:
+    """``record`` marked as no result, for ``error`` (see InfrastructureFailure)."""
+    record.success = False
+    record.failure_reason = ""
+    record.infra_failure = f"{type(error).__name__}: {error}"
+    record.progress, record.stages, record.failure_class = None, {}, None
+    return record

@@ -160,6 +160,11 @@ class SgvlaLiberoEnv(LiberoEnv):
         seed = 0 if seed is None else int(seed)
         self._env.seed(seed)
         self._env.reset()
+        # robosuite's soft reset keeps the gripper model, whose command accumulates (PandaGripper.current_action):
+        # the previous episode's grip shaped this one's settle steps (the end effector 1e-5 m off at the first
+        # step), so a seed started differently after another episode in the same process (other action digests).
+        for robot in self._env.robots:
+            robot.gripper.current_action = np.zeros(robot.gripper.dof)
         draw_with_own_context(self._env.sim)
         self.profile.apply(self._env.sim, self._env.env.model.get_xml, self.cameras)
         sim = self._env.sim
