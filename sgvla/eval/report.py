@@ -410,6 +410,16 @@ def early_verdict_note(records: Iterable[dict]) -> str:
             "for its episode, delete that line and rerun the plan to run the episode again.")
 
 
+def random_weights_note(records: Iterable[dict]) -> str:
+    """A line naming the policies evaluated with random weights on purpose (`random_weights: true`): their numbers
+    measure the machinery, not a policy ("" when there are none)."""
+    policies = sorted({r["policy"] for r in records if r.get("random_weights")})
+    if not policies:
+        return ""
+    return (f"Random weights: {', '.join(policies)} ran with randomly initialised weights on purpose "
+            "(random_weights: true); their success says nothing about a trained policy.")
+
+
 def _holm_vs_baseline(comps: list[Comparison]) -> dict[tuple[str, str], float]:
     """{(policy, mode): Holm p} of the comparisons with the baseline, for the main table's pooled rows."""
     return {(c.policy, c.treatment): c.p_holm for c in comps if c.reference == BASELINE}
@@ -458,7 +468,7 @@ def _main_table(records: list[dict], outstanding: Iterable[dict], plan: Sequenti
                  "p: exact McNemar test, uncorrected in the per-task rows; Holm (all rows): the p adjusted "
                  "(Holm-Bonferroni) over the policy's comparisons below. 95% Wilson intervals in the CSV.")
     lines.append(_sequential_note(plan))
-    for note in (infra_note(outstanding), early_verdict_note(records)):
+    for note in (infra_note(outstanding), early_verdict_note(records), random_weights_note(records)):
         if note:
             lines += ["", note]
     return "\n".join(lines)

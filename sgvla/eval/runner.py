@@ -54,8 +54,16 @@ def check_in_process(cfg: EvalConfig) -> None:
 
 def validate(cfg: EvalConfig) -> None:
     """Fail before the first episode on what the config alone cannot tell: the graph source's environment (a VLM
-    client's file, its API key, the cameras it needs)."""
+    client's file, its API key, the cameras it needs), and each learned policy's weights (every parameter from its
+    checkpoint, or random on purpose: `sgvla.policies.weights`)."""
     cfg.graph_source.check_environment(cfg)
+    check_weights(cfg)
+
+
+def check_weights(cfg: EvalConfig) -> None:
+    """Each policy's weights checked (once per config) and their provenance filled into its entry (the stored plan)."""
+    for policy in cfg.policies:
+        policy.check_weights()
 
 
 @dataclass
@@ -155,6 +163,7 @@ def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool], 
 def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> RunSummary:
     """Run what is missing of the plan (see the module docstring)."""
     check_in_process(cfg)
+    check_weights(cfg)
     with RunDir.open(cfg, new_run=new_run) as run:
         results, infra = run.results, run.infra
         keys = {k: k for k in plan(cfg)}

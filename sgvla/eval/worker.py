@@ -87,6 +87,7 @@ class Worker:
             self.close_backend()
             raise
         record.extra.update(self.cfg.suite.record_facts())
+        record.extra.update(self.configs[key.policy].record_facts())  # the weights' provenance
         return record.to_json()
 
     @property

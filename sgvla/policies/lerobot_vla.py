@@ -41,6 +41,7 @@ from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LAN
 
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
 from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides
+from sgvla.policies.weights import checked_config
 from sgvla.scene_graph.serialize import CONTEXT_HEADER
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ class LeRobotPolicy:
         name: str | None = None,
         env_cfg: LiberoEnv | None = None,
         policy_type: str | None = None,
+        random_weights: bool = False,
+        weights_sha256: str | None = None,
     ) -> None:
         path = checkpoint_path(path)
         if max_prompt_tokens is not None and max_prompt_tokens < 1:
@@ -124,9 +127,9 @@ class LeRobotPolicy:
         self.name = name or Path(path).name
         self.env_cfg = env_cfg or libero_env_config()
 
-        # As lerobot_eval: the config with the device override, then policy, processors, env processors.
-        cfg = checkpoint_config(path, device, policy_type)
-        cfg.pretrained_path = Path(path)
+        # As lerobot_eval: the config with the device override, then policy, processors, env processors; the weights
+        # checked first (LeRobot may load a random model and only print why), or built at random on purpose.
+        cfg, self.provenance = checked_config(path, device, policy_type, random_weights, weights_sha256)
         self.cfg = cfg
         self.policy = make_policy(cfg=cfg, env_cfg=self.env_cfg, rename_map={})
         self.policy.eval()
@@ -135,7 +138,7 @@ class LeRobotPolicy:
             overrides["tokenizer_processor"] = {"max_length": max_prompt_tokens}
         try:
             self.preprocessor, self.postprocessor = make_pre_post_processors(
-                policy_cfg=cfg, pretrained_path=cfg.pretrained_path, preprocessor_overrides=overrides
+                policy_cfg=cfg, pretrained_path=Path(path), preprocessor_overrides=overrides
             )
         except KeyError as e:
             if max_prompt_tokens is None:

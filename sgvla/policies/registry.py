@@ -33,6 +33,13 @@ class PolicyConfig(Choice, kind="policy"):
         """The policy; `env_config` is the embodiment's LeRobot env config (learned policies' processors)."""
         raise NotImplementedError
 
+    def check_weights(self) -> None:
+        """Refuse (WeightsError, one line) before the first episode unless the policy's weights are what it says."""
+
+    def record_facts(self) -> dict[str, Any]:
+        """What each record of this policy's episodes carries about it (the weights' provenance)."""
+        return {}
+
     def make_batch(self, *, ontology: Ontology, env_config: Any = None) -> BatchPolicy:
         """The policy as a policy server hosts it, serving many episodes at once. By default an instance per
         episode (right for policies without weights); learned policies share one model."""
@@ -43,11 +50,19 @@ class PolicyConfig(Choice, kind="policy"):
 
 @dataclass
 class LeRobotPolicyConfig(PolicyConfig):
-    """A LeRobot checkpoint (hub id or directory); its config must hold `checkpoint_type` unless that is None."""
+    """A LeRobot checkpoint (hub id or directory); its config must hold `checkpoint_type` unless that is None.
+
+    Its weights are checked before the first episode (`sgvla.policies.weights`): every parameter from the
+    checkpoint's model.safetensors, or, with `random_weights`, none (a folder without weights, built at random on
+    purpose: tests, benchmarks). The check fills `weights_sha256` (and `weights_revision` for a hub id), so the run's
+    plan keeps them; given in the plan, they pin the weights (a different file is refused)."""
 
     path: str = ""
     device: str = "cpu"
     max_prompt_tokens: int | None = None  # overrides the tokenizer's max length (an experiment; see LeRobotPolicy)
+    random_weights: bool = False  # the checkpoint holds no weights: evaluate a randomly initialised model, marked so
+    weights_sha256: str | None = None  # model.safetensors' SHA-256: filled by the check, or given to pin it
+    weights_revision: str | None = None  # the hub commit the weights came from (a hub id's checkpoint)
 
     learned: ClassVar[bool] = True
     checkpoint_type: ClassVar[str | None] = None
@@ -68,7 +83,23 @@ class LeRobotPolicyConfig(PolicyConfig):
         from sgvla.policies.lerobot_vla import LeRobotPolicy
 
         return LeRobotPolicy(self.path, device=self.device, max_prompt_tokens=self.max_prompt_tokens,
-                             name=self.name, env_cfg=env_config, policy_type=self.checkpoint_type)
+                             name=self.name, env_cfg=env_config, policy_type=self.checkpoint_type,
+                             random_weights=self.random_weights, weights_sha256=self.weights_sha256)
+
+    def check_weights(self) -> None:
+        from sgvla.policies.weights import checked_config
+
+        if getattr(self, "_provenance", None) is None:
+            _, self._provenance = checked_config(self.path, self.device, self.checkpoint_type, self.random_weights,
+                                                 self.weights_sha256)
+            self.weights_sha256, self.weights_revision = self._provenance.sha256, self._provenance.revision
+
+    def record_facts(self) -> dict[str, Any]:
+        provenance = getattr(self, "_provenance", None)
+        if provenance is None:  # not checked in this process (a plan run without `check_weights`): what is known
+            return {"weights_source": self.path, "weights_sha256": self.weights_sha256,
+                    "weights_revision": self.weights_revision, "random_weights": self.random_weights}
+        return provenance.record_facts()
 
     def make_batch(self, *, ontology: Ontology, env_config: Any = None) -> BatchPolicy:
         policy = self.make(ontology=ontology, env_config=env_config)

@@ -52,18 +52,20 @@ class So101Checkpoint:
     for in tests and benchmarks)."""
 
     def __init__(self, path: str | Path, device: str = "cpu", min_inference_s: float = 0.0,
-                 policy_type: str | None = None) -> None:
+                 policy_type: str | None = None, random_weights: bool = False,
+                 weights_sha256: str | None = None) -> None:
         import torch
         from lerobot.configs import FeatureType
         from lerobot.policies import make_pre_post_processors
         from lerobot.policies.factory import get_policy_class
 
-        from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides
+        from sgvla.policies.checkpoint import checkpoint_path, processor_overrides
+        from sgvla.policies.weights import checked_config
 
         if min_inference_s < 0:
             raise ValueError(f"min_inference_s must be >= 0, got {min_inference_s}")
         path = checkpoint_path(path)
-        cfg = checkpoint_config(path, device, policy_type)
+        cfg, self.provenance = checked_config(path, device, policy_type, random_weights, weights_sha256)
         state = cfg.input_features.get(STATE)
         action = cfg.output_features.get("action")
         if state is None or action is None or state.shape != (len(JOINTS),) or action.shape != (len(JOINTS),):
@@ -73,7 +75,8 @@ class So101Checkpoint:
         self.path, self.min_inference_s = path, min_inference_s
         self.cameras = {key.removeprefix(IMAGE_PREFIX): tuple(ft.shape) for key, ft in cfg.input_features.items()
                         if ft.type is FeatureType.VISUAL}
-        self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg)
+        policy_class = get_policy_class(cfg.type)  # weights checked above; random only with random_weights
+        self.policy = policy_class.from_pretrained(path, config=cfg) if cfg.pretrained_path else policy_class(cfg)
         self.policy.to(device)
         self.policy.eval()
         pre, post = processor_overrides(device)
@@ -355,7 +358,8 @@ class So101Embodiment:
         if config.max_prompt_tokens is not None:
             raise ValueError("max_prompt_tokens is not supported for SO101 checkpoints yet")
         checkpoint = So101Checkpoint(config.path, device=config.device, policy_type=config.checkpoint_type,
-                                     min_inference_s=self.min_inference_s)
+                                     min_inference_s=self.min_inference_s, random_weights=config.random_weights,
+                                     weights_sha256=config.weights_sha256)
         if self.chunked:
             return So101ChunkedPolicy(checkpoint, config.display_name, self.refill_at)
         return So101LeRobotPolicy(checkpoint, config.display_name)

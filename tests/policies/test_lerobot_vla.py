@@ -14,6 +14,7 @@ from sgvla.policies import lerobot_vla
 from sgvla.policies.lerobot_vla import LeRobotPolicy, PromptMeter
 from sgvla.policies.registry import make_policy
 from sgvla.policies.tiny import CHUNK, STATE_DIM, TOKENIZER_DIR
+from sgvla.policies.weights import WeightsError
 
 STEPS = CHUNK + 2  # crosses an action-chunk boundary, so the model runs twice
 
@@ -154,8 +155,10 @@ def test_pi_checkpoints_are_checked_by_type_before_their_weights(weightless_pi_d
             make_policy(given, path=str(weightless_pi_dirs[held]))
     for kind, path in weightless_pi_dirs.items():
         for given in (kind, "lerobot"):
+            with pytest.raises(WeightsError, match="model.safetensors: missing: the checkpoint has no weights"):
+                make_policy(given, path=str(path))  # LeRobot would load it as random weights
             with pytest.raises(AssertionError, match="reached the weights"):
-                make_policy(given, path=str(path))
+                make_policy(given, path=str(path), random_weights=True)
 
 
 @pytest.mark.slow
@@ -164,7 +167,7 @@ def test_full_size_random_pi_steps(kind, weightless_pi_dirs, libero_observations
     if psutil.virtual_memory().available < FULL_SIZE_MEMORY:
         pytest.skip(f"a random full-size {kind} needs about {FULL_SIZE_MEMORY // 2**30} GiB free")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    policy = make_policy(kind, path=str(weightless_pi_dirs[kind]), device=device)
+    policy = make_policy(kind, path=str(weightless_pi_dirs[kind]), device=device, random_weights=True)
     prompt = make_prompt("full")
     actions = run(policy, prompt, libero_observations(3))
     assert actions.shape == (3, 7) and np.all(np.isfinite(actions))
