@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sgvla.core.episode import Episode, EpisodeRecord
+from sgvla.core.episode import Episode, EpisodeRecord, InfrastructureFailure
 from sgvla.core.protocols import Backend, Step
 from sgvla.eval.video import EpisodeVideo
 
@@ -47,4 +47,6 @@ def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None
     finally:
         if video is not None:
             video.close()
+    if engine.no_action():  # nothing of the policy to record (sgvla.core.episode): the runner retries it
+        raise InfrastructureFailure(engine.no_action())
     return engine.record(**backend.record_facts(), video=str(video.path) if video is not None else "")

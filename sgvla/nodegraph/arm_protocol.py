@@ -51,6 +51,10 @@ task of the chunk asked for at that step; goals are LeRobot units, sent in radia
 the arm node's safety layer. ``min_inference_s`` pads each inference (a slow model, stood in for in tests).
 An image older than ``image_timeout_s`` is an infrastructure failure, not the policy's.
 
+An episode in which the policy never acted (it gave up before its first action, or a learned policy's first chunk
+never came: the arm held throughout) is no result: its record is an infrastructure failure with that cause, the
+operator is told and asked for no verdict, and the evaluator files it for the next run to repeat.
+
 Rollouts: with ``rollouts`` (a dataset folder; `sgvla launch so101_eval` sets ``<output_dir>/rollouts``) every
 episode that gets a verdict is saved as an episode of a LeRobot dataset (`sgvla.so101.hardware.rollouts`: state,
 goal and the ``cameras``' images per control step of the run, the layout of `sgvla record`), invalid ones included
@@ -261,6 +265,16 @@ class OperatorVerdicts:
         why = (f"{now - self.first_at:.1f} s after the first, past the correction window of {self.window_s:g} s"
                if self.window_s > 0 else "after its first verdict (no correction window)")
         return f"refused: verdict {new!r} for episode {n} came {why}: {old!r} stands, {new!r} is ignored"
+
+
+def no_chunk(policy, steps: int) -> str:
+    """Why a learned policy never acted in an episode of ``steps`` control steps ("" when it did): no action chunk
+    came from its inference, so every goal sent was the arm's own position (``So101ChunkedPolicy`` holds until the
+    first chunk). Inference that never answers says nothing of the policy; inference that failed raised already."""
+    if not isinstance(policy, So101ChunkedPolicy) or policy.actor is None or policy.actor.stats.chunks:
+        return ""
+    return (f"the policy produced no action: no action chunk came from its inference in {steps} control steps "
+            "(the arm held where it was)")
 
 
 class ArmProtocol:
@@ -501,6 +515,12 @@ class ArmProtocol:
                 early = self.verdicts.given and "stop" not in self.confirms and self.clock() - t < EARLY_VERDICT_S
             engine.observe(False, operator_stop, seen())
         timings["run"] = self.clock() - t
+        silent = engine.no_action() or no_chunk(policy, engine.steps)
+        if silent:  # nothing of the policy to judge: no verdict is asked for, the next run repeats the episode
+            say(f"episode {goal.episode}: {silent}; not a result, no verdict needed: the next run repeats it")
+            return engine.record_failure(InfrastructureFailure(silent), perturbation_applied=perturbation,
+                                         home_start_error_deg=round(start_error, 3), stopped_by=stopped_by,
+                                         **{f"{phase}_s": round(seconds, 3) for phase, seconds in timings.items()})
 
         t = self.clock()
         say(f"verdict episode {goal.episode}: {engine.steps} steps ({stopped_by}); publish "

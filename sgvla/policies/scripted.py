@@ -10,7 +10,8 @@ it. Both read `StepInput.info["goal"]` = (target, place) and `info["table_center
 
 Both read the scene they are given, which on the SO101 is the perceived one: when it lacks what they need (no
 bowl perceived, no place object), they give up (`PolicyGaveUp`), a failure of the system under test with that
-reason, not an infrastructure failure.
+reason, not an infrastructure failure. Except before their first action: an episode in which the policy never acted
+has no result (`sgvla.core.episode`), and is filed as an infrastructure failure with the give-up as its cause.
 """
 
 import random

@@ -6,6 +6,7 @@ in process, bit for bit. One episode: task 1 under the ambiguous prompt, where o
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -55,12 +56,34 @@ def test_fiducial_twin_over_topics_and_in_process_give_identical_episodes(tmp_pa
     assert {m.source for m in scenes} == {m.source for m in graphs} == {"fiducial"}
 
 
-def test_a_policy_that_perceives_nothing_gives_up_over_topics_as_in_process(tmp_path, sim_eval):
-    """32x32 cameras resolve no marker: both scripted policies give up at their first step, over topics as in
-    process: failures with the policy's reason (results), not infrastructure failures."""
+def test_a_policy_that_perceives_nothing_is_no_result_over_topics_as_in_process(tmp_path, sim_eval):
+    """32x32 cameras resolve no marker: both scripted policies give up before their first action, over topics as in
+    process. An episode in which the policy never acted says nothing of it (issue 41): neither side records a result;
+    each files the episode as an infrastructure failure with the give-up as its cause, for the next run to repeat."""
+    from sgvla.core.config import load_config
+    from sgvla.eval.config import EvalConfig
+    from sgvla.eval.runner import run_plan
+    from sgvla.launch.ros_domain import with_leases
+
     plan = {**PLAN, "name": "twin_blind", "suite": {**PLAN["suite"], "image_size": 32}, "perturbations": "none",
             "policies": [{"type": "prompt_grounded"}, {"type": "expert"}], "modes": ["standard"]}
-    got, _ = run_both(tmp_path, sim_eval, plan)
-    for record in got:
-        assert not record["success"] and record["steps"] == 0 and not record["infra_failure"], record
-        assert record["failure_reason"].startswith("policy gave up: ")
+    config = tmp_path / "plan.yaml"
+    config.write_text(yaml.safe_dump({**plan, "output_dir": str(tmp_path / "inprocess")}))
+    (domain,) = sim_eval.domain_ids(1)
+    env = with_leases({**os.environ, "MUJOCO_GL": "egl"}, [x.domain_id for x in sim_eval.leases])
+    topics = subprocess.run([sys.executable, "-m", "sgvla.cli", "launch", "so101_eval", "sim=true",
+                             f"eval_config={config}", f"output_dir={tmp_path / 'topics'}", "render_images=false",
+                             "--domain-id", str(domain)], env=env, capture_output=True, text=True, timeout=800)
+    log = (topics.stdout + topics.stderr)[-6000:]
+    assert topics.returncode != 0, log  # the evaluator says the run is not complete
+    assert not run_plan(load_config(EvalConfig, config), progress=False).complete
+    reasons = {}
+    for side in ("topics", "inprocess"):
+        results = tmp_path / side / "episodes.jsonl"
+        assert not results.exists() or not results.read_text(), (side, log)
+        failures = [json.loads(line) for line in (tmp_path / side / "infra_failures.jsonl").read_text().splitlines()]
+        reasons[side] = {f["policy"]: f["reason"].removeprefix("InfrastructureFailure: ") for f in failures}
+    assert reasons["topics"] == reasons["inprocess"] and set(reasons["topics"]) == {"prompt_grounded", "expert"}, \
+        reasons
+    assert all(r.startswith("the policy produced no action: it gave up before its first (")
+               for r in reasons["topics"].values()), reasons

@@ -75,6 +75,7 @@ for episode, mode in enumerate(sys.argv[2].split(","), start=1):  # one goal per
     start_joints = first["joints"]  # the first joint state the driver saw (the wait above may be too short for it)
     record = record_of(result.record)
     seen.append({"mode": mode, "lines": list(lines), "infra": record.infra_failure, "steps": record.steps,
+                 "failure_reason": record.failure_reason,
                  "prompt": record.prompt, "graph_source": record.graph_source, "decision": record.decision,
                  "control": record.control,
                  "moved": max(abs(moved["joints"][j] - start_joints[j]) for j in start_joints)})
@@ -115,7 +116,8 @@ def test_prompt_grounded_episode_on_the_arm_grounds_on_perceived_objects(tmp_pat
                                           ("arm_policy", ["-p", "keyboard:=false", "-p", "perception_timeout_s:=5.0"])],
                       15, modes=("scene_graph", "wrong_graph"))
     graph, wrong = seen
-    print(json.dumps([{k: s[k] for k in ("mode", "steps", "graph_source", "decision", "control", "moved")}
+    print(json.dumps([{k: s[k] for k in ("mode", "steps", "failure_reason", "graph_source", "decision", "control",
+                                                "moved")}
                       for s in seen]))
     for episode in seen:
         assert episode["infra"] == "", episode["mode"] + ": " + episode["infra"] + log
