@@ -23,7 +23,9 @@ def add_parser(sub) -> None:
                               "stamps=receive\n  sgvla bag2dataset runs/bag --contract my_contract.yaml --out d "
                               "--repo-id me/so101",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bag", metavar="BAG", help="a rosbag2 folder (metadata.yaml and .mcap or .db3 files)")
+    p.add_argument("bag", metavar="BAG", help="a rosbag2 folder (metadata.yaml and .mcap or .db3 files), or its "
+                   "storage file; one cut short (no metadata.yaml, an MCAP file without its end, a sqlite3 file "
+                   "caught mid-write) is read up to its last complete message, and the report says where it ends")
     p.add_argument("--contract", required=True, metavar="NAME|FILE",
                    help="a shipped contract's name (config/contracts/NAME.yaml: hardware, so101_eval, "
                         "so101_eval_sim, plain_so101) or a YAML file")

@@ -1,4 +1,4 @@
-"""A rosbag2 recording (MCAP or sqlite3, read by the `rosbags` package: no ROS install needed) into a LeRobot
+"""A rosbag2 recording (MCAP or sqlite3, read with the `rosbags` package: no ROS install needed) into a LeRobot
 dataset, by a contract (`sgvla.nodegraph.bag_contract`): which topics are which features, at which fps, which
 episodes.
 
@@ -10,6 +10,11 @@ feature with no message yet is missing, one whose newest message is older than i
 ticks before every feature has a message are skipped, late ones dropped (`late: drop`) or kept (`late: keep`), and
 all of it is counted per feature in the report (messages seen, ticks filled, late, missing, the oldest value used)
 and per episode; nothing is filled silently.
+
+A bag cut short (a killed recorder, a power loss: `sgvla.nodegraph.bag.open_bag` streams every complete message)
+ends, for the conversion, where its earliest-ending feature ends: past that, a feature's messages were lost, and its
+frames would differ from the whole recording's. So the frames of a cut bag are those the whole one would have had up
+to there; the report says where the bag ends, what was lost and which episode the end cut short.
 
 The contract's topics are read into memory (their extracted values: the images too) before the dataset is
 written: a bag of long camera streams needs memory of that size.
@@ -29,16 +34,13 @@ import numpy as np
 
 from sgvla.core.config import ConfigError
 from sgvla.core.sched import no_realtime
+from sgvla.nodegraph.bag import Bag, BagError, open_bag
 from sgvla.nodegraph.bag_contract import Contract, FeatureSource
 
 NS = 1_000_000_000
 REPORT = "bag2dataset_report.json"  # in the dataset's folder
 TASK = "task"
 EPISODES = "episodes"  # the series of the episode topic
-
-
-class BagError(ValueError):
-    """The bag does not fit the contract (a topic missing or of another type, a value that cannot be read)."""
 
 
 # -- the alignment rule ---------------------------------------------------------------------------------------------
@@ -174,13 +176,6 @@ def picture(msg, topic_key: str) -> np.ndarray:
     return np.ascontiguousarray(pixels)
 
 
-def bag_topics(bag: Path) -> dict[str, str]:
-    from rosbags.rosbag2 import Reader
-
-    with Reader(bag) as reader:
-        return {c.topic: c.msgtype for c in reader.connections}
-
-
 def check_bag(contract: Contract, found: dict[str, str], bag: Path) -> None:
     """Every topic the contract reads is in the bag with the contract's type (a task topic may be absent when the
     contract also gives a constant text)."""
@@ -198,10 +193,8 @@ def check_bag(contract: Contract, found: dict[str, str], bag: Path) -> None:
             raise BagError(f"{where}: {key}.type: {topic} is {found[topic]} in {bag}, the contract says {msgtype}")
 
 
-def read_series(contract: Contract, bag: Path, progress: Callable[[str], None] | None = None) -> dict[str, Series]:
+def read_series(contract: Contract, bag: Bag, progress: Callable[[str], None] | None = None) -> dict[str, Series]:
     """topic -> its messages (time, extracted value), for every topic the contract reads."""
-    from rosbags.rosbag2 import Reader
-
     from sgvla.nodegraph.bag import typestore
 
     store = typestore()
@@ -213,28 +206,26 @@ def read_series(contract: Contract, bag: Path, progress: Callable[[str], None] |
         extra[contract.episodes.topic] = contract.episodes.field
     series: dict[str, Series] = {}  # feature name, "task" or "episodes" -> series
     where = contract.source or "contract"
-    with Reader(bag) as reader:
-        conns = [c for c in reader.connections if c.topic in by_topic or c.topic in extra]
-        for n, (conn, receive_ns, raw) in enumerate(reader.messages(connections=conns)):
-            msg = store.deserialize_cdr(raw, conn.msgtype)
-            t, by_receive = message_time(msg, receive_ns, contract.stamps)
-            for name, f in by_topic.get(conn.topic, ()):
-                key = f"{where}: features.{name}"
-                value = picture(msg, key) if f.is_image else numbers(msg, f, key)
+    for n, (topic, msgtype, receive_ns, raw) in enumerate(bag.messages(set(by_topic) | set(extra))):
+        msg = store.deserialize_cdr(raw, msgtype)
+        t, by_receive = message_time(msg, receive_ns, contract.stamps)
+        for name, f in by_topic.get(topic, ()):
+            key = f"{where}: features.{name}"
+            value = picture(msg, key) if f.is_image else numbers(msg, f, key)
+            s = series.setdefault(name, Series())
+            s.times.append(t)
+            s.values.append(value)
+            s.receive_times += by_receive
+        for name, source, path in ((TASK, contract.task.topic, contract.task.field),
+                                   (EPISODES, contract.episodes.topic if contract.episodes.by == "topic" else "",
+                                   contract.episodes.field)):
+            if topic == source:
                 s = series.setdefault(name, Series())
                 s.times.append(t)
-                s.values.append(value)
+                s.values.append(str(read_field(msg, path)).strip())
                 s.receive_times += by_receive
-            for name, topic, path in ((TASK, contract.task.topic, contract.task.field),
-                                      (EPISODES, contract.episodes.topic if contract.episodes.by == "topic" else "",
-                                       contract.episodes.field)):
-                if conn.topic == topic:
-                    s = series.setdefault(name, Series())
-                    s.times.append(t)
-                    s.values.append(str(read_field(msg, path)).strip())
-                    s.receive_times += by_receive
-            if progress and n and n % 2000 == 0:
-                progress(f"read {n} messages")
+        if progress and n and n % 2000 == 0:
+            progress(f"read {n} messages")
     for s in series.values():  # header stamps need not come in receive order
         order = sorted(range(len(s.times)), key=s.times.__getitem__)
         s.times = [s.times[i] for i in order]
@@ -316,6 +307,7 @@ class EpisodeReport:
     episode_index: int | None = None
     why_not: str = ""
     start_ns: int = 0  # the first tick, in the bag's time (stamps as the contract says)
+    cut: bool = False  # the bag, cut short, ends in this episode: its frames are those up to where the bag ends
 
 
 @dataclass
@@ -330,6 +322,8 @@ class Report:
     features: dict[str, FeatureStats]
     episodes: list[EpisodeReport]
     receive_timed: dict[str, int]  # feature -> messages timed by receive time (no header or a zero stamp)
+    ending: list[str] = field(default_factory=list)  # a bag cut short: where it ends and what was lost, a line each
+    complete_until_ns: int | None = None  # a bag cut short: the last time every feature's messages reach
 
     @property
     def frames(self) -> int:
@@ -357,7 +351,10 @@ class Report:
             state = f"episode {e.episode_index}" if e.saved else f"not saved: {e.why_not}"
             lines.append(f"  window {i}: {e.start_s:.3f}-{e.end_s:.3f} s, {e.ticks} ticks, {e.frames} frames, "
                          f"{e.skipped_waiting} skipped before all features arrived, {e.dropped_late} dropped late, "
-                         f"{e.kept_late} kept late -> {state}")
+                         f"{e.kept_late} kept late -> {state}" + (" (cut short: the bag ends in it)" if e.cut else ""))
+        if self.ending:
+            lines.append("the bag was cut short; converted up to where every feature's messages reach:")
+            lines += [f"  {line}" for line in self.ending]
         return "\n".join(lines)
 
 
@@ -387,15 +384,16 @@ def convert(bag: str | Path, contract: Contract, out: str | Path, repo_id: str =
         raise FileExistsError(f"{out} exists; bag2dataset writes a new dataset folder")
     if not bag.exists():
         raise FileNotFoundError(f"{bag}: no such bag (a rosbag2 folder with metadata.yaml, or its .mcap/.db3 file)")
-    if bag.is_file() and bag.suffix in (".mcap", ".db3") and not (bag.parent / "metadata.yaml").exists():
-        raise BagError(f"{bag}: a rosbag2 folder has metadata.yaml beside its storage file; give the folder")
-    if bag.is_file():
-        bag = bag.parent
-    check_bag(contract, bag_topics(bag), bag)
-    series = read_series(contract, bag, say)
+    source = open_bag(bag)
+    bag = source.path
+    if source.cut and not source.complete_messages:
+        raise BagError(f"{bag}: nothing complete to convert: {'; '.join(source.ending())}")
+    check_bag(contract, source.topics, bag)
+    series = read_series(contract, source, say)
     empty = [n for n in contract.features if not series.get(n, Series()).times]
     if empty:
-        raise BagError(f"{contract.source}: features {empty}: their topics have no messages in {bag}")
+        raise BagError(f"{contract.source}: features {empty}: their topics have no messages in {bag}"
+                       + (f" (cut short: {'; '.join(source.ending())})" if source.cut else ""))
     for name, f in contract.features.items():  # shapes stay fixed within a dataset
         shapes = {np.shape(v) for v in series[name].values}
         if len(shapes) > 1:
@@ -405,6 +403,12 @@ def convert(bag: str | Path, contract: Contract, out: str | Path, repo_id: str =
     stats = {n: FeatureStats(messages=len(series[n].times), limit_s=contract.max_age_s(n)) for n in contract.features}
     origin = min(series[n].times[0] for n in contract.features)
     windows = episode_windows(contract, series)
+    complete_until = min(series[n].times[-1] for n in contract.features) if source.cut else None
+    if complete_until is not None:
+        after = sum(a > complete_until for a, _ in windows)
+        windows = [(a, min(b, complete_until)) for a, b in windows if a <= complete_until]
+        say(f"the bag was cut short: converted up to {(complete_until - origin) / NS:.3f} s, where every feature's "
+            f"messages reach" + (f" ({after} later window(s) left out)" if after else ""))
     say(f"{len(windows)} episode window(s) in {bag}")
     features = lerobot_features(contract, series)
 
@@ -412,12 +416,13 @@ def convert(bag: str | Path, contract: Contract, out: str | Path, repo_id: str =
 
     quiet_encoders()
     with no_realtime():  # SVT-AV1 would leave this thread, and every later child, at SCHED_FIFO 99 (sgvla.core.sched)
-        return _write(bag, contract, out, repo_id, say, series, windows, features, stats, origin)
+        return _write(bag, contract, out, repo_id, say, series, windows, features, stats, origin,
+                      (source.ending(), complete_until))
 
 
 def _write(bag: Path, contract: Contract, out: Path, repo_id: str, say: Callable[[str], None],
            series: dict[str, Series], windows: list[tuple[int, int]], features: dict, stats: dict[str, FeatureStats],
-           origin: int) -> Report:
+           origin: int, ending: tuple[list[str], int | None]) -> Report:
     """The dataset's episodes, frame by frame, then the report beside them."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -441,7 +446,8 @@ def _write(bag: Path, contract: Contract, out: Path, repo_id: str, say: Callable
             frames, waiting, dropped = align(feature_times, tick_times[untitled:], max_age, stats, contract.late,
                                              contract.tick_tolerance_ns)
             report = EpisodeReport((start - origin) / NS, (end - origin) / NS, len(tick_times), 0, untitled + waiting,
-                                   dropped, sum(bool(f.late) for f in frames), False, start_ns=start)
+                                   dropped, sum(bool(f.late) for f in frames), False, start_ns=start,
+                                   cut=ending[1] is not None and windows[i][1] == ending[1])
             episodes.append(report)
             written = 0
             for frame in frames:
@@ -468,8 +474,11 @@ def _write(bag: Path, contract: Contract, out: Path, repo_id: str, say: Callable
         dataset.finalize()
     result = Report(str(bag), contract.source, str(out), contract.fps, contract.stamps, contract.late,
                     contract.max_age_ticks, stats, episodes,
-                    {n: series[n].receive_times for n in contract.features})
+                    {n: series[n].receive_times for n in contract.features}, *ending)
     (out / REPORT).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    if not saved and ending[1] is not None:
+        raise BagError(f"no episode of {bag} had a frame with every feature before the bag's end (see {out / REPORT}): "
+                       + "; ".join(ending[0]))
     if not saved:
         raise BagError(f"no episode of {bag} had a frame with every feature (see {out / REPORT}):\n{result.table()}")
     return result

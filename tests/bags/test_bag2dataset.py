@@ -153,28 +153,38 @@ def burst_start(b):
     return T0 + b * 2 * NS + b * BURST * NS // FPS
 
 
+PLAIN_TOPICS = {"/joint_states": "sensor_msgs/msg/JointState", "/joint_commands": "sensor_msgs/msg/JointState",
+                "/camera/image_raw": "sensor_msgs/msg/Image", "/rosout_like": "std_msgs/msg/String"}
+
+
+def plain_messages(encoding):
+    """(topic, receive time, CDR) of a plain bag: /joint_states at each tick exactly (names in reverse order),
+    /joint_commands 1 ns after each tick, the camera at each tick; every message received 5 ms after its stamp.
+    Values encode (burst, index)."""
+    store = typestore()
+    for b in range(2):
+        for k in range(BURST):
+            t = burst_start(b) + k * NS // FPS
+            n = b * BURST + k
+            msgs = [("/joint_states", t, joint_state(store, t, state_of(n)[::-1], JOINTS[::-1])),
+                    ("/joint_commands", t + 1, joint_state(store, t + 1, command_of(n))),
+                    ("/camera/image_raw", t, image(store, t, color_of(n), encoding))]
+            for topic, stamp, msg in msgs:
+                yield topic, stamp + 5_000_000, store.serialize_cdr(msg, msg.__msgtype__)
+    String = store.types["std_msgs/msg/String"]
+    yield "/rosout_like", T0, store.serialize_cdr(String(data="unused"), "std_msgs/msg/String")
+
+
 def write_plain_bag(path, storage, encoding):
-    """/joint_states at each tick exactly (names in reverse order), /joint_commands 1 ns after each tick, the camera
-    at each tick; every message received 5 ms after its stamp. Values encode (burst, index)."""
+    """`plain_messages` written by rosbags (sqlite3 or MCAP)."""
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     store = typestore()
     plugin = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}[storage]
     with Writer(path, version=9, storage_plugin=plugin) as writer:
-        conns = {t: writer.add_connection(t, m, typestore=store) for t, m in (
-            ("/joint_states", "sensor_msgs/msg/JointState"), ("/joint_commands", "sensor_msgs/msg/JointState"),
-            ("/camera/image_raw", "sensor_msgs/msg/Image"), ("/rosout_like", "std_msgs/msg/String"))}
-        for b in range(2):
-            for k in range(BURST):
-                t = burst_start(b) + k * NS // FPS
-                n = b * BURST + k
-                msgs = [("/joint_states", t, joint_state(store, t, state_of(n)[::-1], JOINTS[::-1])),
-                        ("/joint_commands", t + 1, joint_state(store, t + 1, command_of(n))),
-                        ("/camera/image_raw", t, image(store, t, color_of(n), encoding))]
-                for topic, stamp, msg in msgs:
-                    writer.write(conns[topic], stamp + 5_000_000, store.serialize_cdr(msg, msg.__msgtype__))
-        String = store.types["std_msgs/msg/String"]
-        writer.write(conns["/rosout_like"], T0, store.serialize_cdr(String(data="unused"), "std_msgs/msg/String"))
+        conns = {t: writer.add_connection(t, m, typestore=store) for t, m in PLAIN_TOPICS.items()}
+        for topic, receive_ns, data in plain_messages(encoding):
+            writer.write(conns[topic], receive_ns, data)
 
 
 @pytest.mark.parametrize(("storage", "encoding"), [("sqlite3", "rgb8"), ("mcap", "bgr8")])
