@@ -60,6 +60,7 @@ def test_a_policy_that_perceives_nothing_is_no_result_over_topics_as_in_process(
     """32x32 cameras resolve no marker: both scripted policies give up before their first action, over topics as in
     process. An episode in which the policy never acted says nothing of it (issue 41): neither side records a result;
     each files the episode as an infrastructure failure with the give-up as its cause, for the next run to repeat."""
+    import sgvla.plugins  # noqa: F401  (the registries: the twin suite, the fiducial source)
     from sgvla.core.config import load_config
     from sgvla.eval.config import EvalConfig
     from sgvla.eval.runner import run_plan
