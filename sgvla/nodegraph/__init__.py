@@ -7,7 +7,9 @@
 - `graph_sources`: the live graph of an episode stepped over topics, as a node received it (vla_policy's from the
   scene_graph node, arm_policy's from fiducial_graphs);
 - `overlay`: a scene graph drawn on a camera image;
-- `bag`: rosbag2 MCAP files with the rosbags package (no ROS install needed).
+- `bag`: rosbag2 MCAP files with the rosbags package (no ROS install needed); a bag cut short is streamed
+  (`mcap_stream`, `sqlite_bag`) up to its last complete message;
+- `bag_contract`, `bag2dataset`: a bag into a LeRobot dataset, by a contract.
 
 A policy node's build/cache/close of its policy is `sgvla.policies.session.PolicySession`, shared with the runner.
 `sgvla.launch` describes which nodes run with which parameters; `sgvla.launch.run` runs them.

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from sgvla.nodegraph.bag import BagError, BagWriter, typestore
+from sgvla.nodegraph.bag import BagError, BagWriter, open_bag, typestore
 from sgvla.nodegraph.bag2dataset import convert
 from sgvla.nodegraph.bag_contract import load_contract
 from sgvla.nodegraph.mcap_stream import McapStream
@@ -73,7 +73,9 @@ def test_a_bag_cut_at_random_offsets_converts_to_a_prefix_of_its_frames(recorded
     for k, offset in enumerate(sorted(random.Random(41).sample(range(len(data)), 6)) + [5, 30]):
         cut = tmp_path / f"cut{k}"
         cut.mkdir()
-        (cut / "bag.mcap").write_bytes(data[:offset])  # no metadata.yaml: the recorder never closed it
+        (cut / "bag.mcap").write_bytes(data[:offset])  # the recorder never closed it: no metadata.yaml,
+        if k % 2:  # or a copy of a whole bag cut short (rosbags' reader: "File end magic is invalid")
+            shutil.copy(bag / "metadata.yaml", cut)
         try:
             report = convert(cut, contract, tmp_path / f"ds{k}", repo_id="test/cut")
         except BagError as e:
@@ -89,6 +91,27 @@ def test_a_bag_cut_at_random_offsets_converts_to_a_prefix_of_its_frames(recorded
         outcomes.append((offset, len(got)))
     print("offset -> frames or refusal:", outcomes)
     assert sum(isinstance(o, int) for _, o in outcomes) >= 3, outcomes  # most cuts convert something
+
+
+def test_a_cut_zstd_chunk_gives_the_messages_at_its_start(tmp_path):
+    """rosbag2's own recorder compresses its chunks (zstd): the start of one cut short decodes as a stream."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
+
+    messages = list(plain_messages("rgb8"))
+    writer = Writer(tmp_path / "bag", version=9, storage_plugin=StoragePlugin.MCAP)
+    writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+    with writer:
+        conns = {t: writer.add_connection(t, m, typestore=typestore()) for t, m in PLAIN_TOPICS.items()}
+        for topic, receive_ns, data in messages:
+            writer.write(conns[topic], receive_ns, data)
+    data = (tmp_path / "bag" / "bag.mcap").read_bytes()
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "bag.mcap").write_bytes(data[:len(data) // 3])  # inside its one chunk
+    bag = open_bag(tmp_path / "cut")
+    got = [(topic, t, raw) for topic, _, t, raw in bag.messages()]
+    assert 0 < len(got) < len(messages) and got == messages[:len(got)]
+    assert bag.cut and f"its first {len(got)} message(s) read" in bag.ending()[-1], bag.ending()
 
 
 def test_a_folder_without_metadata_converts_whole(recorded, tmp_path):
