@@ -322,7 +322,7 @@ class Report:
     features: dict[str, FeatureStats]
     episodes: list[EpisodeReport]
     receive_timed: dict[str, int]  # feature -> messages timed by receive time (no header or a zero stamp)
-    ending: list[str] = field(default_factory=list)  # a bag cut short: where it ends and what was lost, a line each
+    ending: list[str] = field(default_factory=list)  # a bag read as a stream: where it ends, what was lost, a line each
     complete_until_ns: int | None = None  # a bag cut short: the last time every feature's messages reach
 
     @property
@@ -353,7 +353,8 @@ class Report:
                          f"{e.skipped_waiting} skipped before all features arrived, {e.dropped_late} dropped late, "
                          f"{e.kept_late} kept late -> {state}" + (" (cut short: the bag ends in it)" if e.cut else ""))
         if self.ending:
-            lines.append("the bag was cut short; converted up to where every feature's messages reach:")
+            lines.append("the bag was cut short; converted up to where every feature's messages reach:"
+                         if self.complete_until_ns is not None else "the bag was read as a stream, complete:")
             lines += [f"  {line}" for line in self.ending]
         return "\n".join(lines)
 

@@ -127,8 +127,8 @@ class McapStream:
 
     def messages(self, topics: set[str] | None = None) -> Iterator[tuple[Channel, int, bytes]]:
         """The messages on `topics` (all: None), in the file's order."""
-        self.end = StreamEnd(self.path.stat().st_size)
         with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            self.end = StreamEnd(len(data))  # a file still being written: as far as it was when mapped
             yield from self._records(data, topics)  # slices of an mmap are copies: nothing holds it open
 
     def _records(self, data, topics: set[str] | None) -> Iterator[tuple[Channel, int, bytes]]:

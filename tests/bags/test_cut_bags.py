@@ -123,6 +123,7 @@ def test_a_folder_without_metadata_converts_whole(recorded, tmp_path):
     same_frames(frames(tmp_path / "ds"), whole)
     assert report.frames == len(whole) and not report.complete_until_ns
     assert "no metadata.yaml" in report.ending[0] and "the file was closed (complete)" in report.ending[1]
+    assert "read as a stream, complete" in report.table() and "cut short" not in report.table(), report.table()
 
 
 @pytest.mark.parametrize("journal", ["delete", "wal"])
@@ -179,7 +180,7 @@ def steps_on_disk(mcap):
 
 @pytest.mark.slow
 def test_a_twin_evaluation_whose_recorder_is_killed_mid_episode_converts(tmp_path, ros_env, ros_domain_id):
-    """`sgvla launch so101_eval sim=true record=BAG`; once the recorder has written 30 steps into its file, SIGKILL it
+    """`sgvla launch so101_eval sim=true record=BAG`; once the recorder has written 20 steps into its file, SIGKILL it
     mid-episode: the MCAP file has no summary, no footer, no metadata.yaml. bag2dataset converts
     the episode up to where the bag ends, frame by frame the bag's own steps, and says where it ends."""
     bag, out, log = tmp_path / "bag", tmp_path / "ds", tmp_path / "launch.log"
@@ -190,7 +191,7 @@ def test_a_twin_evaluation_whose_recorder_is_killed_mid_episode_converts(tmp_pat
         pid = int(wait_until(lambda: re.search(r"bag_recorder \[(\d+)\]", log.read_text()), 120,
                              "the launch's bag_recorder", logs=[log], procs=[launch]).group(1))
         mcap = bag / "bag.mcap"
-        wait_until(lambda: mcap.exists() and mcap.stat().st_size > 8 and steps_on_disk(mcap) >= 30, 240, "30 steps in the bag's file", logs=[log],
+        wait_until(lambda: mcap.exists() and mcap.stat().st_size > 8 and steps_on_disk(mcap) >= 20, 240, "20 steps in the bag's file", logs=[log],
                    procs=[launch])
         os.kill(pid, signal.SIGKILL)
         assert launch.wait(timeout=120) != 0
@@ -210,7 +211,7 @@ def test_a_twin_evaluation_whose_recorder_is_killed_mid_episode_converts(tmp_pat
     assert "the bag was cut short" in proc.stdout and "cut short: the bag ends in it" in proc.stdout, proc.stdout
     report = json.loads((out / "bag2dataset_report.json").read_text())
     (episode,) = report["episodes"]
-    assert episode["saved"] and episode["cut"] and episode["frames"] > 10, episode
+    assert episode["saved"] and episode["cut"] and episode["frames"] >= 15, episode
     assert "no metadata.yaml" in report["ending"][0] and f"of {size}; lost:" in report["ending"][1], report["ending"]
     n, states, actions = check_frames_are_the_steps(bag, out, "test/killed")
     assert n == episode["frames"] and n < 600, n
