@@ -3,7 +3,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install eval test test-readme doctor bench
+.PHONY: install eval test test-fast test-readme doctor bench
 install:
 	@scripts/install.sh
 
@@ -12,6 +12,11 @@ eval: install
 
 test: install
 	$(PY) -m pytest
+
+# day-to-day: the tests that start no process, ROS context, Ray or launch and take under a minute, in parallel
+# (tests/tiers.py says which; `make test` runs them and all the others)
+test-fast: install
+	$(PY) -m pytest -n 2 -m 'not integration and not slow and not readme'
 
 # every command of README.md in order, in a fresh folder (long: see README, "Testing")
 test-readme: install

@@ -23,12 +23,25 @@ import pytest  # noqa: E402
 
 from .children import install as children_end_with_the_session  # noqa: E402
 from .sim_eval_tools import SimEvalTools  # noqa: E402
+from . import tiers  # noqa: E402
 
 from sgvla.core.ros_env import loopback_env  # noqa: E402
 from sgvla.core.sched import is_realtime  # noqa: E402
 from sgvla.launch.ros_domain import lease_free_domain, with_leases  # noqa: E402
 
 children_end_with_the_session()
+
+
+def pytest_collection_modifyitems(config, items):
+    tiers.mark(items)
+
+
+@pytest.fixture(autouse=True)
+def integration_checked(request, monkeypatch):
+    """An unmarked test that starts a process or a ROS context fails (tests/tiers.py)."""
+    if request.node.get_closest_marker("integration") is None:
+        tiers.guard(monkeypatch)
+    yield
 
 
 @pytest.fixture

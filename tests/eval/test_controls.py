@@ -377,6 +377,7 @@ def test_one_episode_per_control_records_what_it_showed(tmp_path):
     assert shuffled["control_still_true"] < shuffled["triplets_in_prompt"] == sg["triplets_in_prompt"]
 
 
+@pytest.mark.integration
 def test_a_plan_sent_to_another_process_brings_its_control_modes(tmp_path):
     """Worker processes (spawned) and Ray actors get the plan pickled, its modes as names: unpickling it in a fresh
     interpreter registers the modules of its modes, so a control never reaches a worker as an unknown mode."""

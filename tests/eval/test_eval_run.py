@@ -41,6 +41,7 @@ def test_records_carry_settings_prompt_and_grounding(tmp_path):
         assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == 15 and video.read()[1].shape[0] == 64
 
 
+@pytest.mark.integration
 def test_killed_run_resumes_with_every_episode_once(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "sgvla.cli", "eval", "--quiet", "--out", str(out), "tasks=[0]", "episodes=3",

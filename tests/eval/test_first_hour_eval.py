@@ -53,6 +53,7 @@ def test_ctrl_c_while_the_report_is_drawn_is_one_line(tmp_path, capsys, monkeypa
     assert "Traceback" not in said + err
 
 
+@pytest.mark.integration
 def test_sigterm_stops_a_pooled_run_without_leaking_semaphores(tmp_path):
     out, log = tmp_path / "run", tmp_path / "eval.log"
     with log.open("w") as stream:

@@ -128,6 +128,7 @@ def test_ctrl_c_while_plotting_says_what_was_saved(run_dir, monkeypatch, capsys)
     assert (run_dir / "success.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.integration
 def test_sigterm_while_plotting_is_143_and_one_line(run_dir):
     code = textwrap.dedent(f"""
         import os, signal, sys

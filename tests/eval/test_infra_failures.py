@@ -20,7 +20,7 @@ from sgvla.eval.runner import plan
 
 from ..waiting import wait_until
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.integration]  # starts processes (tests/tiers.py)
 ENV = {**os.environ, "MUJOCO_GL": "egl", "HF_HUB_OFFLINE": "1"}
 PLAN = ["tasks=[0]", "episodes=2", "max_steps=10", "workers=2"]
 

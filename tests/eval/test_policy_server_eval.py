@@ -16,7 +16,7 @@ from sgvla.policies.tiny import TINY_BUILDERS
 
 from .plans import records_by_key, run_with, small_config
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.integration]  # starts processes (tests/tiers.py)
 
 
 def _plan(out, policies, **settings) -> EvalConfig:

@@ -32,7 +32,7 @@ from sgvla.eval.runner import plan, run_plan
 from .plans import records_by_key, run_with, small_config
 from ..waiting import wait_until
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]
+pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.integration]  # a Ray cluster (tests/tiers.py)
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK_CHECK = REPO / "scripts" / "check_loopback.sh"  # the project's copy of ../shared/dds/check_loopback.sh

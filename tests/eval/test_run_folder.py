@@ -81,6 +81,7 @@ def test_a_folder_refuses_another_plan_and_new_run_keeps_the_old_one(finished_ru
     assert "config.yaml: missing, so the plan of the records in this folder is unknown" in said(capsys)
 
 
+@pytest.mark.integration
 def test_a_second_run_is_refused_with_the_holders_pid(tmp_path, capsys):
     out = tmp_path / "run"
     holder = subprocess.Popen(
@@ -113,6 +114,7 @@ def read_only(path, command: list[str]) -> subprocess.CompletedProcess:
         path.chmod(mode)
 
 
+@pytest.mark.integration
 def test_output_folder_problems_are_messages(finished_run, tmp_path, capsys):
     a_file = tmp_path / "a_file"
     a_file.write_text("")
@@ -149,6 +151,7 @@ def test_a_corrupt_line_is_refused_with_file_and_line_and_nothing_changes(finish
         assert (out / "episodes.jsonl").read_bytes() == before
 
 
+@pytest.mark.integration
 def test_a_run_folder_removed_mid_run_stops_the_run_with_a_message(tmp_path):
     """The folder deleted under a running plan: the run stops at its next record, saying what was lost (the episode
     that had just finished) and what to do; no traceback, no folder made anew."""

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sgvla.paths import REPO_ROOT
 
 from ..waiting import wait_until
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 
 SESSION = """
 import subprocess, sys, time

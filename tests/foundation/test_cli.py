@@ -25,11 +25,13 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"sgvla {sgvla.__version__}"
 
 
+@pytest.mark.integration
 def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "sgvla.cli", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("sgvla ")
 
 
+@pytest.mark.integration
 def test_doctor_reports_every_component():
     checks = doctor.run_checks()
     names = {c.component for c in checks}
@@ -40,6 +42,7 @@ def test_doctor_reports_every_component():
     assert not failed, failed
 
 
+@pytest.mark.integration
 def test_doctor_survives_a_broken_component(monkeypatch):
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
     check = doctor.check_ffmpeg()
@@ -147,6 +150,7 @@ def test_key_value_items_may_come_between_options(tmp_path, capsys):
     assert "record --set: key=value items need no flag; drop --set" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_doctor_loads_no_simulator():
     code = ("import sys, sgvla.cli.doctor as d; d.run_checks = lambda: []; from sgvla.cli import main; "
             "code = main(['doctor']); print(sorted(m for m in ('mujoco', 'torch', 'lerobot', 'rclpy', 'sgvla.plugins') "
@@ -155,6 +159,7 @@ def test_doctor_loads_no_simulator():
     assert out.returncode == 0 and out.stdout.strip().endswith("[]"), out.stdout + out.stderr
 
 
+@pytest.mark.integration
 def test_a_command_that_crashes_in_native_code_says_where(tmp_path):
     """A command killed by SIGSEGV (Mesa's renderer, a DDS thread) prints every thread's Python stack."""
     import signal

@@ -32,6 +32,7 @@ def stale_home(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.integration
 def test_on_this_machine_doctor_passes_and_lists_what_is_plugged_in():
     out = sgvla("doctor")
     assert out.returncode == 0 and "sgvla doctor: no check failed" in out.stdout, out.stdout + out.stderr
@@ -48,6 +49,7 @@ def test_on_this_machine_doctor_passes_and_lists_what_is_plugged_in():
         assert f"{component}" in out.stdout and "info" in out.stdout
 
 
+@pytest.mark.integration
 def test_a_stale_libero_config_fails_doctor_naming_the_file_and_the_fix(stale_home):
     config = stale_home / ".libero" / "config.yaml"
     rows = {c.component: c for c in doctor.check_libero()}
@@ -73,6 +75,7 @@ def test_a_broken_libero_config_is_named_too(stale_home):
         assert str(config) in str(error.value) and "Delete it" in str(error.value)
 
 
+@pytest.mark.integration
 def test_the_evaluation_names_the_stale_config_instead_of_a_missing_bddl_file(stale_home, tmp_path):
     out = sgvla("eval", "tasks=[0]", "episodes=1", "max_steps=5", "policies=[{type: expert}]", "modes=[standard]",
                 "perturbations=none", f"output_dir={tmp_path / 'run'}", env={"HOME": str(stale_home)})

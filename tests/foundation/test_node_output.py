@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from sgvla.launch.node_output import NodeOutput
 from sgvla.launch import run
 from sgvla.launch.run import exited
@@ -59,6 +61,7 @@ def test_a_node_killed_while_all_was_well_is_not_quoted_an_info_line_as_its_erro
         "[INFO] [3.5] [evaluator]: episode 4: success=True")
 
 
+@pytest.mark.integration
 def test_nodes_failing_at_start_after_the_first_are_named_too():
     """A rig with two devices missing: the node that fails second is quoted as well; one still running is left to
     be stopped, after at most ALSO_FAILED_S."""

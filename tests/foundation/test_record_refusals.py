@@ -6,6 +6,10 @@ import pty
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
+
 RECORD = [sys.executable, "-m", "sgvla.cli", "record", "--task", "t"]
 
 

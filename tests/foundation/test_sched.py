@@ -3,6 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
+
 ENCODE = """
 import os, sys
 import av, numpy as np

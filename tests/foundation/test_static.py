@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

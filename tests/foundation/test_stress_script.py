@@ -7,7 +7,11 @@ one-line test files, so the check does not depend on this checkout being committ
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from sgvla.paths import REPO_ROOT
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 
 
 def git(repo: Path, *args: str) -> str:

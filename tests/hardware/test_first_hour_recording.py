@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from sgvla.so101.hardware.recording import HELP, TOPIC_HELP, operator_help
 
 SAVE_ONE_EPISODE = textwrap.dedent("""
@@ -24,6 +26,7 @@ SAVE_ONE_EPISODE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_saving_an_episode_prints_no_encoder_banner(tmp_path):
     """In a process of its own: SVT-AV1 reads its log level once per process."""
     root = tmp_path / "ds"

@@ -7,7 +7,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from ..waiting import read_until
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 
 
 def serve(cwd, env, *extra) -> tuple[list[str], str, int]:

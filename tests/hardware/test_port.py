@@ -15,6 +15,8 @@ from sgvla.so101.hardware.port import MIN_WAIT_MS, make_load_tolerant
 from sgvla.so101.hardware.servo_server import READ, instruction_packet
 from sgvla.so101.hardware.sim_bus import SimFeetechBus, sim_calibration
 
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
+
 PREEMPTED_S = 0.3  # off the CPU after an empty read: longer than any timeout of the port
 LATE_S = 0.4  # a reply this late has been given up on by either port (LeRobot's ~50 ms, sgvla's MIN_WAIT_MS)
 IN_FLIGHT_S = 0.15  # a reply this late to an abandoned instruction comes while the next one waits for its own

@@ -111,6 +111,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.integration
 def test_a_killed_recorder_leaves_finished_episodes_readable(tmp_path):
     root = tmp_path / "ds"
     script = KILLED_WRITER.format(tests=str(REPO_ROOT / "tests" / "hardware"), root=str(root))

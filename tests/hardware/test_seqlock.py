@@ -17,6 +17,8 @@ import sys
 from multiprocessing import resource_tracker
 resource_tracker.register = lambda name, rtype: None
 from sgvla.so101.hardware.seqlock import SharedRecord
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 record = SharedRecord.attach(sys.argv[1], int(sys.argv[2]))
 print("writing", flush=True)
 for i in range(2, int(sys.argv[3])):

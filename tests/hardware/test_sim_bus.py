@@ -291,6 +291,8 @@ def test_close_ends_the_port_and_reaps_the_process():
 ORPHAN = """
 import time
 from sgvla.so101.hardware.sim_bus import SimFeetechBus
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 bus = SimFeetechBus()
 print(bus.server_pid, bus.port, flush=True)
 time.sleep(120)

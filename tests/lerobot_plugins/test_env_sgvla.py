@@ -211,6 +211,7 @@ def test_control_modes_task_is_the_controls_text_of_the_live_scene(mode):
         env.close()
 
 
+@pytest.mark.integration
 def test_lerobot_eval_and_sgvla_eval_give_the_same_episodes(tmp_path):
     """The same seeds, task, horizon and mode through LeRobot's loop (the env) and sgvla's (the runner's worker, which
     `sgvla eval` runs each episode with): the same action at every step, the same success per episode in

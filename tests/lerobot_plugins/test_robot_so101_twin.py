@@ -120,6 +120,7 @@ def test_observe_act_safely_and_succeed(tmp_path):
     assert not robot.is_connected
 
 
+@pytest.mark.integration
 def test_lerobot_record_with_the_simulated_leader(tmp_path):
     """The commands of the README: a simulated leader on a pty, lerobot-record from it into a local dataset."""
     from lerobot.datasets import LeRobotDataset

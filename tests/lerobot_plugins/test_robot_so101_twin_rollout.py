@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 
 BIN = Path(sys.executable).parent
 W, H, FPS = 64, 48, 15

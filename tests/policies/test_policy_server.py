@@ -117,6 +117,7 @@ def _plan(tmp_path, **policy) -> "EvalConfig":  # noqa: F821
                                      "policy_server": {"serve": "all"}})
 
 
+@pytest.mark.integration
 def test_a_served_policy_gives_up_fails_and_is_lost_as_in_process(tmp_path):
     """Through the local transport: giving up stays the policy's (PolicyGaveUp), its error comes back with the
     server's traceback, and a killed server is a PolicyServerLost until a restarted one answers again."""
@@ -141,6 +142,7 @@ def test_a_served_policy_gives_up_fails_and_is_lost_as_in_process(tmp_path):
         assert policy.prompt_budget("pick up the black bowl") is None
 
 
+@pytest.mark.integration
 def test_a_server_whose_policy_cannot_be_built_says_why(tmp_path):
     from sgvla.eval.serving import build_policy_server
 

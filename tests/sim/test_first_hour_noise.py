@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.integration]  # starts processes (tests/tiers.py)
 
 LOAD_LIBERO = textwrap.dedent("""
     import logging

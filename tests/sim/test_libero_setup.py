@@ -14,6 +14,7 @@ from sgvla.libero import setup as libero_setup
 pytestmark = pytest.mark.sim
 
 
+@pytest.mark.integration
 def test_first_import_writes_config_and_asks_nothing(tmp_path):
     code = (
         "import json; from sgvla.libero.setup import prepare_libero; s = prepare_libero();"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.integration]  # starts processes (tests/tiers.py)
 
 ENV = {**os.environ, "MUJOCO_GL": "egl"}
 
