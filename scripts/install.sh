@@ -36,7 +36,7 @@ fi
 
 # 3. Python packages (pinned in requirements.txt) and sgvla itself, editable.
 # sgvla's LeRobot plugins (lerobot_plugins/*): packages whose names LeRobot's commands discover and import.
-PLUGINS=(lerobot_robot_so101_twin lerobot_env_sgvla)
+PLUGINS=(lerobot_robot_so101_twin lerobot_env_sgvla lerobot_policy_sgvla)
 editables=(-e "$ROOT" -e "$ROOT/ros2_ws/src/sgvla_ros")
 plugin_projects=()
 for p in "${PLUGINS[@]}"; do

@@ -56,6 +56,9 @@ class SgvlaEnvConfig(EnvConfig):
     records: str = ""  # a JSONL file: each episode's sgvla record is appended there ("": none)
     policy_name: str = "lerobot"  # the policy's name in those records
     record_actions: bool = False  # the records also hold every action the env was given (`actions`, as stepped)
+    # The observation also holds the scene and the episode's facts sgvla's scripted policies read
+    # (`lerobot_env_sgvla.privileged`): what `--policy.type=sgvla_expert` / `sgvla_prompt_grounded` need.
+    privileged: bool = False
     # A LeRobot policy (directory or hub id; normally the --policy.path) whose tokenizer counts the prompt's tokens, as
     # `sgvla eval` counts them with the policy it runs: the filler's length, the records' prompt_tokens/prompt_budget/
     # triplets_kept/prompt_truncated. "": words are counted, no budget is recorded.
@@ -114,6 +117,11 @@ class SgvlaEnvConfig(EnvConfig):
     def backend_action(self, action: np.ndarray) -> np.ndarray:
         """The env's action as the backend takes it."""
         return np.asarray(action, dtype=np.float64).reshape(-1)
+
+    def env_action(self, backend_action: np.ndarray) -> np.ndarray:
+        """A backend's action (a scripted policy's, `lerobot_policy_sgvla`) in the env's units: `backend_action`'s
+        inverse."""
+        return np.asarray(backend_action, dtype=np.float64).reshape(-1)
 
     def spaces(self, backend: Any) -> tuple[spaces.Space, spaces.Space]:
         raise NotImplementedError
@@ -211,6 +219,12 @@ class SgvlaSo101TwinEnvConfig(SgvlaEnvConfig):
         if values.shape != (len(JOINTS),):
             raise ValueError(f"an SO101 action is {len(JOINTS)} joint goals {list(JOINTS)}, got shape {values.shape}")
         return np.array(to_radians(dict(zip(JOINTS, map(float, values)))))
+
+    def env_action(self, backend_action: np.ndarray) -> np.ndarray:
+        from sgvla.so101.hardware.joints import JOINTS, from_radians
+
+        degrees = from_radians(JOINTS, [float(v) for v in np.asarray(backend_action, dtype=np.float64).reshape(-1)])
+        return np.array([degrees[j] for j in JOINTS])
 
     def spaces(self, backend: Any) -> tuple[spaces.Space, spaces.Space]:
         from sgvla.so101.hardware.joints import JOINTS

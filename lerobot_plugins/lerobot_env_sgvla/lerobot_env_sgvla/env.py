@@ -12,11 +12,16 @@ The observation is the backend's raw observation in the suite's LeRobot form (`S
 action goes to the backend after `SgvlaEnvConfig.backend_action`; ``info["is_success"]`` is the suite's success.
 With ``records`` set, every episode a rollout starts with a seed ends as one sgvla `EpisodeRecord` line there
 (success, steps, the first prompt, graph sizes, progress, stages, failure class), as `sgvla eval` writes them; with
-``record_actions`` also the actions as the backend stepped them (`actions`).
+``record_actions`` also the actions as the backend stepped them (`actions`). Every record holds the digest of the
+actions as the backend stepped them (`action_digest`, `sgvla.core.action_digest`), as `sgvla eval`'s records do.
+
+With ``privileged`` the observation also holds what sgvla's scripted policies read (the scene, the goal, the
+episode's identity: `lerobot_env_sgvla.privileged`), so `lerobot_policy_sgvla` can run them in LeRobot's loop.
 """
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +85,16 @@ class SgvlaEnv(gym.Env):
         self.policy = LoopPolicy(config.policy_name, meter)
         self._max_episode_steps = int(plan.max_steps or self.backend.max_steps)  # LeRobot's loop reads it
         self.observation_space, self.action_space = config.spaces(self.backend)
+        if config.privileged:
+            from gymnasium import spaces
+
+            from lerobot_env_sgvla.privileged import CAPACITY, PRIVILEGED_KEY
+
+            state = spaces.Box(0, 255, (CAPACITY,), np.uint8)
+            self.observation_space = spaces.Dict({**self.observation_space.spaces, PRIVILEGED_KEY: state})
+        self._instance = secrets.token_hex(8)  # with the reset count, each episode's key (privileged state)
+        self._resets = 0
+        self._info: dict[str, Any] = {}
         self.task = self.backend.task  # the task's own words; the prompt is `task_description`
         self.task_description = self.backend.task
         self.engine: Episode | None = None
@@ -110,21 +125,24 @@ class SgvlaEnv(gym.Env):
                              "--env.records another file (or other seeds)")
         obs = self.backend.reset(self._seed)
         self._actions = []
+        self._resets += 1
         scene = self.backend.scene()
+        self._info = self.backend.episode_info()
         self.engine = Episode(key, self.policy, self.mode, self.source, self.ontology,
                               view=self.plan.view, max_steps=self._max_episode_steps, style=self.plan.context_style,
-                              info=self.backend.episode_info(), stages=self.suite.stages(self.task_id))
+                              info=self._info, stages=self.suite.stages(self.task_id))
         reference = self.backend.ground_truth([self.plan.view], scene=scene)[self.plan.view]
         self.engine.start(self.backend.task, Step(obs, scene), reference)
         self.task_description = self.engine.context.prompt
         self._images = obs.images
-        return self.config.observation(obs.raw), {"is_success": False}
+        return self._observation(obs.raw, scene), {"is_success": False}
 
     def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         engine = self.engine
         if engine is None or engine.done:
             raise RuntimeError("reset() first: the episode is over or was never started")
         stepped = self.config.backend_action(np.asarray(action))
+        engine.took(stepped)
         if self.config.record_actions:
             self._actions.append(stepped.tolist())
         obs, success, done = self.backend.step(stepped)
@@ -136,7 +154,18 @@ class SgvlaEnv(gym.Env):
         if over:
             self._record()
         info = {"is_success": bool(success), "task_id": self.task_id, "done": bool(over)}
-        return self.config.observation(obs.raw), float(success), bool(success), bool(over and not success), info
+        return self._observation(obs.raw, scene), float(success), bool(success), bool(over and not success), info
+
+    def _observation(self, raw: dict[str, Any], scene: Any) -> dict[str, Any]:
+        observation = self.config.observation(raw)
+        if self.config.privileged:
+            from lerobot_env_sgvla.privileged import PRIVILEGED_KEY, pack
+
+            episode = {"key": f"{self._instance}-{self._resets}", "task_id": self.task_id, "seed": self._seed,
+                       "step": self.engine.steps, "suite": self.suite.type, "ontology": self.plan.ontology,
+                       "env_type": self.config.type}
+            observation[PRIVILEGED_KEY] = pack(scene, self._info, episode)
+        return observation
 
     def _record(self) -> None:
         if self.results is None or self._recorded or self.engine is None:
