@@ -44,23 +44,24 @@ class SqliteBag:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.end = SqliteEnd(self.path.stat().st_size)
+        self._copy: tempfile.TemporaryDirectory | None = None  # of the file and its journal, made once
 
     @contextmanager
     def _connection(self):
         journals = [Path(f"{self.path}{j}") for j in JOURNALS if Path(f"{self.path}{j}").exists()]
         self.end.journal = ", ".join(f"{j.name} ({j.stat().st_size} bytes)" for j in journals)
-        with tempfile.TemporaryDirectory(prefix="sgvla_db3_") as tmp:
-            if journals:
-                path = Path(tmp) / self.path.name
+        path = self.path
+        if journals or self._copy is not None:
+            if self._copy is None:
+                self._copy = tempfile.TemporaryDirectory(prefix="sgvla_db3_")
                 for source in (self.path, *journals):
-                    shutil.copyfile(source, Path(tmp) / source.name)
-            else:
-                path = self.path
-            conn = sqlite3.connect(f"file:{path}?mode={'rw' if journals else 'ro'}", uri=True)
-            try:
-                yield conn
-            finally:
-                conn.close()
+                    shutil.copyfile(source, Path(self._copy.name) / source.name)
+            path = Path(self._copy.name) / self.path.name
+        conn = sqlite3.connect(f"file:{path}?mode={'ro' if path == self.path else 'rw'}", uri=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
 
     def topics(self) -> dict[str, str]:
         """topic -> type; counts the messages into `end`."""
