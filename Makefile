@@ -10,8 +10,9 @@ install:
 eval: install
 	$(VENV)/bin/sgvla eval --config config/eval/default.yaml
 
+# everything: the integration tests one after another in one worker, the pure ones in the other (tests/tiers.py)
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 # day-to-day: the tests that start no process, ROS context, Ray or launch and take under a minute, in parallel
 # (tests/tiers.py says which; `make test` runs them and all the others)

@@ -30,14 +30,19 @@ PROBES = {"ldconfig", "/sbin/ldconfig", "gcc", "cc", "uname", "ld", "objdump", "
 
 
 def mark(items: list[pytest.Item]) -> None:
-    """Add `integration` to the items that their folder or fixtures say start processes or ROS."""
+    """Add `integration` to the items that their folder or fixtures say start processes or ROS, and put every
+    integration test in one xdist group: under `pytest -n 2 --dist loadgroup` (make test) they run one after
+    another in one worker, as they always have (their timing margins assume one neighbour at most), while the other
+    worker runs the pure tests beside them."""
     for item in items:
         try:
             folder = Path(item.path).relative_to(TESTS).parts[0]
         except ValueError:
-            continue
+            folder = ""
         if folder in INTEGRATION_FOLDERS or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+        if item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.xdist_group("integration"))
 
 
 class StartedProcess(Exception):
