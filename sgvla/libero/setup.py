@@ -1,17 +1,20 @@
 """Make LIBERO importable offline and without questions.
 
 hf-libero asks through ``input()`` on first import unless its config file
-(``$LIBERO_CONFIG_PATH/config.yaml``, default ``~/.libero/config.yaml``) exists,
+(``$LIBERO_CONFIG_PATH/config.yaml``, by LIBERO's default ``~/.libero/config.yaml``) exists,
 and its ``get_assets_path()`` looks only at assets bundled inside the package
 and otherwise downloads them from the Hugging Face hub. :func:`prepare_libero`
 runs before anything imports ``libero.libero``:
 
 1. it sets ``MUJOCO_GL=egl`` when unset (headless rendering; osmesa also works),
-2. it writes LIBERO's config file when there is none, with LIBERO's default
+2. it points ``LIBERO_CONFIG_PATH`` at this environment's own folder (``<venv>/etc/libero``) unless the user set
+   it: LIBERO's default, one file in the user's home, is shared by every checkout, and a second clone then ran on
+   the first clone's bddl files, init states and assets (and broke when the first was deleted),
+3. it writes LIBERO's config file when there is none, with LIBERO's default
    paths and ``assets`` pointing at the best local asset tree (see below),
-3. it imports ``libero.libero`` and, when a local asset tree exists, primes
+4. it imports ``libero.libero`` and, when a local asset tree exists, primes
    LIBERO's asset-path cache with it, so no download is attempted,
-4. it drops robosuite's three "No private macro file found!" lines, logged (twice: robosuite's own handler and the
+5. it drops robosuite's three "No private macro file found!" lines, logged (twice: robosuite's own handler and the
    root logger's) by every process that imports it: a setup hint for robosuite's developers (its private macros
    tune logging and rendering sgvla sets itself) that reads like a fault. Every other robosuite message passes.
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,10 +70,40 @@ class LiberoSetup:
     assets: AssetSource
 
 
+def environment_root() -> Path:
+    """The Python environment sgvla runs in (the checkout's ``.venv``): what LIBERO's files must live in."""
+    return Path(sys.prefix).resolve()
+
+
+def own_config_root() -> Path:
+    """This environment's own LIBERO config folder. Outside a virtual environment (a system Python, whose prefix
+    is not the user's to write) it is LIBERO's default in the home folder."""
+    if sys.prefix == sys.base_prefix:
+        return Path("~/.libero").expanduser()
+    return environment_root() / "etc" / "libero"
+
+
+def use_own_config() -> None:
+    """Point LIBERO (this process and its children) at `own_config_root` unless the user chose a folder."""
+    if not os.environ.get("LIBERO_CONFIG_PATH"):
+        os.environ["LIBERO_CONFIG_PATH"] = str(own_config_root())
+
+
 def config_file() -> Path:
-    """LIBERO's config file, computed exactly as ``libero.libero`` does."""
-    root = os.environ.get("LIBERO_CONFIG_PATH", os.path.expanduser("~/.libero"))
+    """LIBERO's config file as ``libero.libero`` computes it once `use_own_config` has run."""
+    root = os.environ.get("LIBERO_CONFIG_PATH") or str(own_config_root())
     return Path(root) / "config.yaml"
+
+
+def outside_environment(config: dict | None, assets: AssetSource) -> list[str]:
+    """The folders LIBERO would read from outside this environment: a config written by another checkout, or
+    pointed at by hand. LIBERO's hub download cache is shared on purpose (read-only downloads), so it is not one."""
+    root = environment_root()
+    entries = [(key, (config or {}).get(key)) for key in CONFIG_FOLDERS]
+    if assets.kind != "hub-cache":
+        entries.append(("assets", assets.path))
+    return [f"{key} {value}" for key, value in entries
+            if value and not Path(str(value)).expanduser().resolve().is_relative_to(root)]
 
 
 def libero_package_root() -> Path:
@@ -202,6 +236,7 @@ def prepare_libero() -> LiberoSetup:
     if _SETUP is None:
         quiet_robosuite_import()
         os.environ.setdefault("MUJOCO_GL", "egl")
+        use_own_config()
         path, created = ensure_config()
         assets = resolve_assets(check_config(path))
         import libero.libero as libero_pkg

