@@ -12,19 +12,43 @@ from sgvla.eval.runner import check_in_process, run_plan, validate
 from sgvla.core.config import parse_items
 
 
+def plan_keys_epilog(width: int = 100) -> str:
+    """The plan's keys, one line each with its default, from the plan's declarations (`plan_keys`)."""
+    import textwrap
+
+    import sgvla.plugins  # noqa: F401  (the defaults name registered suites and policies)
+    from sgvla.core.field_docs import first_sentence
+    from sgvla.eval.config import plan_keys
+
+    keys = plan_keys()
+    left = max(len(k) for k, _, _ in keys) + 2
+    lines = [*textwrap.wrap("The plan's keys, in a plan's YAML or as key=value items. A default is what a plan that "
+                            "leaves the key out gets.", width), ""]
+    for key, default, meaning in keys:
+        text = first_sentence(meaning) + (f" Default: {default}." if default else "")
+        lines.extend(textwrap.wrap(text, width, initial_indent=f"  {key:<{left}}", subsequent_indent=" " * (left + 2)))
+    return "\n".join(lines)
+
+
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="run a graph-injected policy evaluation (resumable)",
-                       description="Run every (policy, task, perturbation, mode, seed) of a plan once; rerunning "
-                                   "the same command resumes. The plan's fields can be overridden by key=value "
-                                   "items, e.g. tasks=[0,1] episodes=5.")
-    p.add_argument("--config", default="config/eval/default.yaml", help="evaluation plan (YAML)")
-    p.add_argument("--workers", type=int, help="parallel episode processes")
-    p.add_argument("--out", help="run directory (default: the config's output_dir)")
+    import argparse
+
+    import textwrap
+
+    description = ("Run every (policy, task, perturbation, mode, seed) of a plan once; rerunning the same command "
+                   "resumes. The plan's keys can be overridden by key=value items, e.g. tasks=[0,1] episodes=5.")
+    p = sub.add_parser("eval", help="Run a graph-injected policy evaluation (resumable).",
+                       description=textwrap.fill(description, 100), epilog=plan_keys_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="config/eval/default.yaml",
+                   help="The evaluation plan (YAML); the shipped plans are in config/eval/.")
+    p.add_argument("--workers", type=int, help="How many episodes run side by side, each in a process of its own.")
+    p.add_argument("--out", help="The run folder (default: the plan's output_dir).")
     p.add_argument("--new-run", action="store_true",
-                   help="start a new run in the output folder: the run there (records, plan, tables) moves to "
-                        "superseded/<time>/ in that folder; nothing is deleted")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_overrides_argument(p, "overrides of the plan", "tasks=[0,1] graph_source=vlm "
+                   help="Start a new run in the output folder: the run there (records, plan, tables) moves to "
+                        "superseded/<time>/ in that folder; nothing is deleted.")
+    p.add_argument("--quiet", action="store_true", help="Show no progress bar.")
+    add_overrides_argument(p, "Overrides of the plan", "tasks=[0,1] graph_source=vlm "
                                                        "graph_source.client=qwen2_5_vl_7b")
     p.set_defaults(func=run)
 
@@ -98,6 +122,10 @@ def _run(args: argparse.Namespace) -> int:
             print(markdown_table(records, outstanding_all.values(), stored), flush=True)
             try:
                 paths = write_report(summary.path.parent, records, outstanding_all.values(), stored, saved)
+                for name, extra in (("plan", "config.yaml"), ("videos", "videos"),
+                                    ("infrastructure failures", INFRA_FAILURES)):
+                    if (summary.path.parent / extra).exists():  # every output of the run is named
+                        paths[name] = summary.path.parent / extra
                 console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
             except OSError as e:
                 say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")

@@ -16,6 +16,7 @@ the message, so a typo stops the run before the first episode; nothing is silent
 (`max_steps: null` means the suite's limit, `max_steps: 0` is an error).
 """
 
+import dataclasses
 import importlib
 import re
 import sys
@@ -46,6 +47,7 @@ class PolicyServerConfig:
     weights, one forward pass for the steps of concurrent episodes); `learned` does so even with one worker; `all`
     hosts the scripted policies too; `none` gives every worker its own copy of every policy."""
 
+    # auto: the learned policies when episodes run in more than one worker; learned: always; all: scripted too; none
     serve: Literal["auto", "learned", "all", "none"] = "auto"
     max_batch: int = 8  # most episode steps in one forward pass
     # How long a batch waits for more steps after its first (it goes at once when every open episode's step is in).
@@ -68,6 +70,9 @@ class RayConfig:
     address: str = "auto"  # a running cluster (`ray start --head` on one machine, `ray start --address` on others)
     cpus_per_worker: float = 1.0  # CPUs Ray reserves for each simulator worker
     gpus_per_server: float | None = None  # GPUs for the policy server; None: 1 when a served policy's device is cuda
+    # Seconds a simulator worker may wait for the cluster to place it (its CPUs free on some node) while no worker of
+    # the run is up: then the run stops, saying what could not be placed, rather than waiting forever.
+    placement_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         if not self.address:
@@ -77,6 +82,8 @@ class RayConfig:
             raise ValueError(f"ray.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
         if self.gpus_per_server is not None and self.gpus_per_server < 0:
             raise ValueError(f"ray.gpus_per_server must be >= 0, got {self.gpus_per_server}")
+        if not self.placement_timeout_s > 0:
+            raise ValueError(f"ray.placement_timeout_s must be > 0, got {self.placement_timeout_s}")
 
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
@@ -99,23 +106,25 @@ def _duplicates(items: list) -> list:
 
 @dataclass
 class EvalConfig:
-    name: str = "eval"
-    suite: SuiteConfig = field(default_factory=default_suite)
+    name: str = "eval"  # the run's name in its tables and plots
+    suite: SuiteConfig = field(default_factory=default_suite)  # the simulator and tasks: {type: libero_spatial}
+    # the policies under test, each {type: ..., ...}: prompt_grounded, expert, act, smolvla, pi0, pi05, ...
     policies: list[PolicyConfig] = field(default_factory=_default_policies)
     tasks: list[int] | None = None  # None: every task of the suite
     perturbations: str = ""  # a perturbation set of the suite (config/perturbations/); "": the suite's default set
     modes: list[str] = field(default_factory=lambda: ["standard", "scene_graph"])  # registered context modes
     episodes: int = 10  # seeds seed_offset .. seed_offset + episodes - 1
-    seed_offset: int = 0
+    seed_offset: int = 0  # the first seed
     # Two-sided significance level of the report's sequential test (std vs each other mode, after every matched
     # pair): fixed with the plan, since choosing it while looking at results would void the test's error rate.
     alpha: float = 0.05
+    # where the live scene graph comes from: {type: ground_truth}, {type: vlm, client: ...}, {type: fiducial}
     graph_source: GraphSourceConfig = field(default_factory=GroundTruthConfig)
     view: str = ""  # the camera whose graph the prompt shows; "": the suite's first view (its agent view)
     context_style: Literal[STYLES] = "reference"  # how the graph is written into the prompt
     max_steps: int | None = None  # None: the suite's limit (LIBERO-Spatial: 280, so101_twin: 300)
-    workers: int = 1
-    output_dir: str = "outputs/eval"
+    workers: int = 1  # simulator processes running episodes side by side
+    output_dir: str = "outputs/eval"  # the run folder (records, tables, plots, report); --out overrides it
     video: bool = False  # an MP4 per episode (cameras + the live graph) under output_dir/videos
     render_images: bool | None = None  # None: only when a learned policy, the graph source or the video needs images
     # What an episode whose infrastructure failed (graph source, simulator, worker process) does to the run:
@@ -134,8 +143,8 @@ class EvalConfig:
     # Where episodes run: `local` (this machine: `workers` processes) or `ray` (simulator workers as actors of the
     # Ray cluster at ray.address). Either way one policy server hosts the learned policies (policy_server).
     executor: Literal["local", "ray"] = "local"
-    policy_server: PolicyServerConfig = field(default_factory=PolicyServerConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
+    policy_server: PolicyServerConfig = field(default_factory=PolicyServerConfig)  # one batched server for all workers
+    ray: RayConfig = field(default_factory=RayConfig)  # the cluster of executor: ray
 
     def __getstate__(self) -> dict:
         """The plan as pickled for a worker process or a Ray actor, with the modules that register its context modes:
@@ -241,3 +250,32 @@ class EvalConfig:
     @property
     def seeds(self) -> list[int]:
         return list(range(self.seed_offset, self.seed_offset + self.episodes))
+
+
+def _default_text(value) -> str:
+    """A default as a plan would write it: registered choices by their type, null for None."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ", ".join(_default_text(v) for v in value) + "]"
+    if hasattr(value, "type") and dataclasses.is_dataclass(value):
+        return f"{{type: {value.type}}}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return '""' if value == "" else str(value)
+
+
+def plan_keys(cls=None, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, meaning) of every key of a plan, the options of its nested settings as dotted keys, from the
+    plan's own declarations (`sgvla.core.field_docs`): `sgvla eval --help` lists them, so the list cannot drift."""
+    from sgvla.core.field_docs import field_docs
+
+    cls = cls or EvalConfig
+    docs, keys = field_docs(cls), []
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        nested = type(default) in (PolicyServerConfig, RayConfig)
+        keys.append((prefix + f.name, "" if nested else _default_text(default), docs.get(f.name, "")))
+        if nested:
+            keys.extend(plan_keys(type(default), f"{prefix}{f.name}."))
+    return keys

@@ -32,6 +32,20 @@ def test_a_resume_with_nothing_left_says_so_and_writes_the_report(tmp_path, caps
     assert (out / "table.md").is_file()
 
 
+def test_the_closing_list_names_every_output_videos_included(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # a path per line, unwrapped
+    out = tmp_path / "run"
+    assert main(["eval", "--out", str(out), "--quiet", *PLAN, "episodes=1", "modes=[standard]", "video=true",
+                 "suite.image_size=64"]) == 0
+    said = capsys.readouterr().out
+    listed = dict(line.split(": ", 1) for line in said.splitlines()[said.splitlines().index(f"records: {out / 'episodes.jsonl'}"):]
+                  if ": " in line)
+    assert listed["videos"] == str(out / "videos") and any((out / "videos").iterdir()), said
+    written = {p.name for p in out.iterdir()} - {".lock"}  # the run folder's lock is no output
+    named = {os.path.basename(v) for v in listed.values()}
+    assert written <= named, (written - named, said)
+
+
 def test_ctrl_c_while_the_report_is_drawn_is_one_line(tmp_path, capsys, monkeypatch):
     import sgvla.eval.report as report
 
