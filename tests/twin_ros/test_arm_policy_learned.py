@@ -213,3 +213,41 @@ def test_a_camera_the_checkpoint_reads_gone_silent_is_an_infrastructure_failure(
     assert seen["infra"] == ("InfrastructureFailure: no agentview/image_raw within image_timeout_s=1 (is the camera "
                              "node running? `sgvla launch so101_eval cameras=true`)"), seen
     assert not any(line.startswith("verdict") for line in seen["lines"])  # no verdict asked: nothing to judge
+
+
+def test_a_learned_policy_whose_first_chunk_never_comes_is_no_result(tiny_act):
+    """Inference slower than the whole episode (padded to 5 s; the episode is 10 steps of a clock that moves only when
+    the protocol waits, under a second of real time): the arm holds throughout and the policy never acted. The arm's protocol (without ROS: the fake
+    arm of tests/hardware/test_arm_protocol.py, the cameras' images handed in at every wait) records an
+    infrastructure failure with that cause and asks for no verdict (issue 41), instead of the policy's failure."""
+    import asyncio
+
+    from sgvla.core.episode import EpisodeKey
+    from sgvla.nodegraph.arm_protocol import ArmGoal
+
+    from ..hardware.test_arm_protocol import HOME, SUITE, FakeArm
+
+    answers = {"confirm": ("confirm", "start"), "verdict": ("verdict", "failure asked for a verdict")}
+    arm = FakeArm(lambda line: [answers[w] for w in answers if line.startswith(w)], start=HOME)
+    protocol = arm.protocol
+    protocol.settings = dataclasses.replace(protocol.settings, learned={"min_inference_s": 5.0})
+    image = np.zeros((DEMO_HEIGHT, DEMO_WIDTH, 3), dtype=np.uint8)
+    publish_joints = arm.publish_joints
+
+    def publish():  # the joints, and an image of every camera the policy watches (decode_image: np.asarray)
+        publish_joints()
+        for camera in protocol.images:
+            protocol.on_image(camera, image)
+
+    arm.publish_joints = publish
+    goal = ArmGoal(EpisodeKey(f"act:{tiny_act.name}", 0, "none", "standard", 0), 1, 0, "agentview", "so101_hardware",
+                   SUITE | {"verdict_window_s": 0.5}, "act", {"path": str(tiny_act)})
+    try:
+        record = asyncio.run(protocol.run(goal))
+    finally:
+        protocol.close()
+    assert record.infra_failure == (
+        "InfrastructureFailure: the policy produced no action: no action chunk came from its inference in 10 "
+        "control steps (the arm held where it was)"), record
+    assert record.steps == 10 and record.decision["chunks"] == 0 and record.failure_reason == "", record
+    assert arm.lines("not a result, no verdict needed") and not arm.lines("verdict episode"), arm.said
