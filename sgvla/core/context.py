@@ -13,7 +13,8 @@ one class: register it and say how it builds the context block from the view's l
 Prompts are written with the scene-graph core's serializer, so the text is the same wherever sgvla composes
 prompts (the episode engine, in process and in the ROS policy node).
 
-The control arms (``filler``, ``wrong_graph``, ``shuffled_graph``: the graph's shape without its facts) live in
+The control arms (``filler``, ``wrong_graph``, ``shuffled_graph``: the graph's shape without its facts;
+``frozen_graph``: the first step's graph, never updated) live in
 :mod:`sgvla.core.controls` and are registered with this module (imported at its end). They need the episode's
 ``ContextInputs`` (seed, the policy's token counter), so they override :meth:`ContextMode.context`; the modes above
 read only the graph and ignore them.
@@ -69,6 +70,9 @@ class ContextMode(Choice, kind="context mode"):
     def block(self, view_graph: ViewGraph, view: str, ontology: Ontology, style: str) -> tuple[str, int]:
         """(context block, triplets shown) for the view's graph; only called when `uses_graph`."""
         raise NotImplementedError
+
+    def reset(self) -> None:
+        """An episode begins (`Episode.start`): a mode that keeps state across steps (``frozen_graph``) drops it."""
 
     def context(self, task: str, view_graph: ViewGraph | None, view: str, ontology: Ontology,
                 style: str = "reference", inputs: ContextInputs = ContextInputs()) -> Context:

@@ -10,6 +10,9 @@ them apart (`scene_graph` against each control, McNemar with Holm's correction):
   identity moved to its look-alike (the other bowl), true triplets dropped;
 * ``shuffled_graph``: the ``scene_graph`` block's own words, the object names permuted within their class (an
   interchangeable group; every ungrouped object is a "landmark"), chosen to leave as few true triplets as possible.
+* ``frozen_graph``: the ``scene_graph`` block of the episode's first step, never updated: true when the episode
+  starts, stale once the scene changes (a mid-episode perturbation, `sgvla.core.mid_episode`). Live against frozen
+  asks whether a policy follows the graph as the scene changes; without a change the two prompts are the same.
 
 Every control is seeded by the episode's seed, reads the live view graph (``uses_graph``) and says in
 ``Context.control`` what it showed (the record's ``control_<key>`` fields, from the first step).
@@ -22,7 +25,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import permutations, product
 from typing import Any, ClassVar, NamedTuple
@@ -268,4 +271,27 @@ class ShuffledGraph(ControlMode):
         return Shown(shown.text, shown.triplets, dict(shown.control))
 
 
-__all__ = ["ControlMode", "Filler", "Shown", "ShuffledGraph", "WrongGraph"]
+# -- frozen_graph --------------------------------------------------------------------------------------------------
+
+@ContextMode.register("frozen_graph")
+@dataclass
+class FrozenGraph(SceneGraphMode):
+    """The ``scene_graph`` block of the episode's first step at every step: can a policy follow a change without
+    a live graph? State per episode (the first view graph), dropped by `reset` (`Episode.start` calls it)."""
+
+    control: ClassVar[bool] = True
+    label: ClassVar[str] = "frozen"
+    first: ViewGraph | None = field(default=None, init=False, repr=False, compare=False)
+
+    def reset(self) -> None:
+        self.first = None
+
+    def context(self, task: str, view_graph: ViewGraph | None, view: str, ontology: Ontology,
+                style: str = "reference", inputs: ContextInputs = ContextInputs()) -> Context:
+        if self.first is None:
+            self.first = view_graph
+        context = super().context(task, self.first, view, ontology, style, inputs)
+        return Context(context.prompt, context.graph, context.triplets_in_prompt, {"kind": "frozen_graph"})
+
+
+__all__ = ["ControlMode", "Filler", "FrozenGraph", "Shown", "ShuffledGraph", "WrongGraph"]

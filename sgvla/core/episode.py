@@ -43,6 +43,7 @@ import numpy as np
 
 from sgvla.core.action_digest import ActionDigest
 from sgvla.core.context import Context, ContextInputs, ContextMode
+from sgvla.core.mid_episode import STEPS_KEY, TRIGGERS_KEY, MidEpisodeWatch, triggers_of
 from sgvla.core.progress import PickPlaceSpec, PickPlaceStages, summarize
 from sgvla.core.protocols import GraphSource, Policy, PolicyGaveUp, PromptBudget, Step, StepInput
 from sgvla.scene_graph import Ontology, ViewGraph
@@ -167,6 +168,9 @@ class Episode:
         self.info = dict(info or {})
         self.stages = stages  # the suite's stage spec; None: progress unknown
         self.tracker: PickPlaceStages | None = None  # made at start, for the goal in `info`
+        # Mid-episode changes (sgvla.core.mid_episode): the steps their triggers fired, read from the same scenes as
+        # the backend that applies them; made at start when `info` names triggers.
+        self.mid_episode: MidEpisodeWatch | None = None
         self.task = ""
         self.context: Context | None = None
         self.start_prompt = ""
@@ -207,6 +211,9 @@ class Episode:
         self.task, self.reference = task, reference
         goal = self.info.get("goal")
         self.tracker = self.stages.tracker(*goal) if self.stages is not None and goal else None
+        triggers = triggers_of(self.info.get(TRIGGERS_KEY, ""))
+        self.mid_episode = MidEpisodeWatch(triggers, self.stages, goal) if triggers else None
+        self.mode.reset()  # a mode that keeps state across steps (frozen_graph) starts afresh
         self._track(step.scene)
         self.source.reset()
         self.context = self._context(step)
@@ -260,6 +267,8 @@ class Episode:
     def _track(self, scene: Any) -> None:
         if self.tracker is not None and scene is not None:
             self.tracker.observe(self.steps, scene)
+        if self.mid_episode is not None:
+            self.mid_episode.observe(self.steps, scene)
 
     def record(self, **extra: Any) -> EpisodeRecord:
         """The finished episode's record; `extra` adds runner or backend facts (perturbation_applied, ...)."""
@@ -276,11 +285,16 @@ class Episode:
             prompt_truncated=budget.truncated if budget else False,
             failure_reason=self._failure_reason(),
             source_stats=self.source.stats(), decision=self.policy.decision(), control=self._start_control,
-            extra={"action_digest": self.actions.hexdigest(), **extra},
+            extra={"action_digest": self.actions.hexdigest(), **self._mid_episode_facts(), **extra},
             **dataclasses.asdict(summarize(self.tracker, self.success, self.steps, self.gave_up)))
         if self.no_action():
             _no_result(record, InfrastructureFailure(self.no_action()))
         return record
+
+    def _mid_episode_facts(self) -> dict[str, Any]:
+        """The triggers and the step each fired at (None: never), where the episode had mid-episode changes."""
+        w = self.mid_episode
+        return {} if w is None else {TRIGGERS_KEY: self.info[TRIGGERS_KEY], STEPS_KEY: list(w.fired)}
 
     def no_action(self) -> str:
         """Why the policy produced no action in this episode, "" when it produced one (see the module docstring)."""

@@ -40,8 +40,10 @@ import numpy as np
 
 from sgvla.scene_graph import ViewGraph
 from sgvla.libero.setup import prepare_libero
+from sgvla.core.mid_episode import TRIGGERS_KEY, MidEpisodeWatch
+from sgvla.libero.stages import PANDA_STAGES
 from sgvla.libero.perturbations import (
-    PerturbationSet, TaskPerturbation, apply_poses, check_scene, load_perturbations, table_bounds,
+    PerturbationSet, TaskPerturbation, apply_change, apply_poses, check_scene, load_perturbations, table_bounds,
 )
 from sgvla.libero.render import RenderProfile, draw_with_own_context, render_profile
 from sgvla.libero.stepping import LeanStep, disable_unread_observables
@@ -252,6 +254,9 @@ class LiberoBackend:
         self.steps = 0
         self._rig: CameraRig | None = None
         self._last: dict[str, Any] | None = None  # the last raw observation
+        self._seed = 0
+        # The perturbation's mid-episode changes: when their triggers fire (sgvla.core.mid_episode), step applies them.
+        self.mid_episode: MidEpisodeWatch | None = None
 
     @property
     def task(self) -> str:
@@ -265,19 +270,35 @@ class LiberoBackend:
 
     def reset(self, seed: int) -> Observation:
         raw, _ = self.env.reset(seed=seed)
-        self.steps = 0
+        self.steps, self._seed = 0, int(seed)
         model = self.sim.model._model
         self._rig = CameraRig(model, self.cameras, self.config.image_size, self.config.image_size)
+        self.mid_episode = None
+        if self.perturbation.during:
+            self.mid_episode = MidEpisodeWatch([c.when for c in self.perturbation.during], PANDA_STAGES,
+                                               self.task_info.problem.goal_placements[0])
         return self._observation(raw)
 
     def step(self, action: np.ndarray) -> tuple[Observation, bool, bool]:
         """Apply one 7-D action; returns (observation, success, done). Done on success or after ``max_steps``."""
         if self._rig is None:
             raise RuntimeError("call reset(seed) before step()")
+        self._apply_mid_episode()
         raw, _, _, _, info = self.env.step(np.asarray(action, dtype=np.float64).reshape(-1))
         self.steps += 1
         success = bool(info["is_success"])
         return self._observation(raw), success, success or self.steps >= self.max_steps
+
+    def _apply_mid_episode(self) -> None:
+        """The mid-episode changes whose triggers fire at the current scene (the one the policy just acted on),
+        applied before the action; the engine's watch records the same steps from the same scenes."""
+        watch = self.mid_episode
+        if watch is None or not watch.pending:
+            return
+        for i in watch.observe(self.steps, self.scene()):
+            sim = self.sim
+            apply_change(sim.model._model, sim.data._data, self.env.index, self.perturbation.during[i],
+                         self.perturbation.settle_steps, np.random.default_rng((self._seed, self.steps, i)))
 
     def _observation(self, raw: dict[str, Any]) -> Observation:
         self._last = raw
@@ -352,12 +373,14 @@ class LiberoBackend:
 
     def record_facts(self) -> dict[str, Any]:
         """What every record of this task states about how it ran: the perturbation as applied."""
-        return {"perturbation_applied": self.perturbation.describe()}
+        facts = {"perturbation_applied": self.perturbation.describe()}
+        return {**facts, TRIGGERS_KEY: self.perturbation.triggers} if self.perturbation.during else facts
 
     def episode_info(self) -> dict[str, Any]:
         """The task's goal (target, place) and the table's centre, for scripted policies."""
         lower, upper = table_bounds(self.sim.model._model, self.sim.data._data)
-        return {"goal": self.task_info.problem.goal_placements[0], "table_center": (lower + upper) / 2}
+        info = {"goal": self.task_info.problem.goal_placements[0], "table_center": (lower + upper) / 2}
+        return {**info, TRIGGERS_KEY: self.perturbation.triggers} if self.perturbation.during else info
 
     def pick_place(self, target: str, place: str):
         """The Panda's scripted pick-and-place (:class:`sgvla.libero.expert.PickPlaceController`)."""

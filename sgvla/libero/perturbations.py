@@ -17,6 +17,11 @@ A perturbation set is one YAML file in ``config/perturbations/`` (or any path)::
           - swap: [cookies_1, glazed_rim_porcelain_ramekin_1]   # each followed by settle_steps physics steps
           - move: {object: plate_1, by: [-0.05, -0.45, 0.5], jitter: [0, 0, 0]}
         settle_steps: 200
+      6:
+        during:                                                 # mid-episode changes (sgvla.core.mid_episode)
+          - when: reached                                       # a goal stage (reached, grasped, ...) or {step: N}
+            poses: [{swap: [akita_black_bowl_1, akita_black_bowl_2]}]
+            remove: [cookies_1]                                 # taken off the table (parked off camera)
 
 Files are checked when loaded, against the task files of LIBERO-Spatial, so a
 bad entry fails with the file, task and key named: unknown objects, removing a
@@ -26,6 +31,14 @@ operations are checked again on the scene they produce (:func:`check_scene`):
 goal objects must stay on the table and the goal must not be satisfied already.
 ``jitter`` adds a uniform offset in ``[-jitter, +jitter]`` drawn from the reset
 seed, so a seed always gives the same scene.
+
+A mid-episode change (``during``) is applied by the backend that owns the simulator when its trigger fires
+(:meth:`sgvla.libero.env.LiberoBackend.step`), with the robot held while the moved objects settle. A swap of the two
+bowls keeps each bowl's identity: the goal (the task file's target bowl, what success reads) stays the same bowl,
+which now stands where its look-alike stood, and the look-alike where it stood. The instruction's words ("the black
+bowl between the plate and the ramekin") now describe the look-alike, so only a live scene graph (whose target node
+is the goal bowl) says where the target went; a graph frozen at the first step describes the old place.
+A removed distractor is parked off the table, out of every camera (MuJoCo cannot drop a body from a built model).
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from sgvla.core.mid_episode import Trigger, parse_trigger, triggers_text
 from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
 from sgvla.libero.bddl import BddlProblem
 from sgvla.libero.cameras import CAMERAS
@@ -50,7 +64,9 @@ DEFAULT_SETTLE_STEPS = 200  # physics steps after each pose operation, as in the
 ROBOT_JOINT_PREFIXES = ("robot0_", "gripper0_")
 
 _SET_KEYS = {"name", "description", "subject_filter", "tasks"}
-_TASK_KEYS = {"remove", "prompt", "cameras", "poses", "settle_steps"}
+_TASK_KEYS = {"remove", "prompt", "cameras", "poses", "settle_steps", "during"}
+_CHANGE_KEYS = {"when", "poses", "remove"}
+PARKED_AT = np.array([0.0, 3.0, 0.5])  # world position (beside the arena, out of every camera) of removed objects
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,23 @@ class Move:
 PoseOp = Swap | Move
 
 
+def _describe_ops(ops: Sequence[PoseOp]) -> list[str]:
+    return [f"swap {op.a}<->{op.b}" if isinstance(op, Swap) else f"move {op.object} by {list(op.by)}" for op in ops]
+
+
+@dataclass(frozen=True)
+class MidEpisodeChange:
+    """Pose operations and removals applied during an episode, when ``when`` fires (sgvla.core.mid_episode)."""
+
+    when: Trigger
+    poses: tuple[PoseOp, ...] = ()
+    remove: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = _describe_ops(self.poses) + ([f"remove {','.join(self.remove)}"] if self.remove else [])
+        return f"at {self.when}: {', '.join(parts)}"
+
+
 @dataclass(frozen=True)
 class TaskPerturbation:
     remove: tuple[str, ...] = ()
@@ -80,14 +113,20 @@ class TaskPerturbation:
     cameras: tuple[str, str] | None = None
     poses: tuple[PoseOp, ...] = ()
     settle_steps: int = DEFAULT_SETTLE_STEPS
+    during: tuple[MidEpisodeChange, ...] = ()
+
+    @property
+    def triggers(self) -> str:
+        """The mid-episode triggers as episode facts carry them ("" : none)."""
+        return triggers_text([c.when for c in self.during])
 
     def describe(self) -> str:
         """A one-line summary for the episode record."""
         parts = [f"remove {','.join(self.remove)}"] if self.remove else []
         parts += [f"prompt '{self.prompt}'"] if self.prompt else []
         parts += [f"cameras {','.join(self.cameras)}"] if self.cameras else []
-        parts += [f"{type(op).__name__.lower()} {op.a}<->{op.b}" if hasattr(op, "b")
-                  else f"move {op.object} by {list(op.by)}" for op in self.poses]
+        parts += _describe_ops(self.poses)
+        parts += [c.describe() for c in self.during]
         return "; ".join(parts) or "none"
 
 
@@ -169,7 +208,32 @@ def _parse_task(entry: Any, problem: BddlProblem, fail: Fail) -> TaskPerturbatio
     settle = entry.get("settle_steps", DEFAULT_SETTLE_STEPS)
     if not isinstance(settle, int) or settle < 0:
         raise fail("settle_steps", "must be a non-negative integer")
-    return TaskPerturbation(tuple(remove), prompt, tuple(cameras) if cameras else None, poses, settle)  # type: ignore[arg-type]
+    during = entry.get("during") or []
+    if not isinstance(during, list):
+        raise fail("during", "must be a list of changes {when, poses, remove}")
+    changes = tuple(_parse_change(c, problem, movable, fail) for c in during)
+    return TaskPerturbation(tuple(remove), prompt, tuple(cameras) if cameras else None, poses, settle,  # type: ignore[arg-type]
+                            changes)
+
+
+def _parse_change(change: Any, problem: BddlProblem, movable: set[str], fail: Fail) -> MidEpisodeChange:
+    """One mid-episode change: its trigger, pose operations on movable objects, removals of non-goal objects."""
+    if not isinstance(change, dict) or "when" not in change:
+        raise fail("during", f"each change is a mapping with 'when' and 'poses' and/or 'remove', got {change!r}")
+    unknown = sorted(set(change) - _CHANGE_KEYS)
+    if unknown:
+        raise fail("during", f"unknown key {unknown[0]!r}; a change has {sorted(_CHANGE_KEYS)}")
+    when = parse_trigger(change["when"], lambda msg: fail("during", msg))
+    poses = tuple(_parse_op(op, movable, fail) for op in change.get("poses") or [])
+    remove = tuple(_names(change.get("remove", []), "during", fail))
+    for name in remove:
+        if name not in movable:
+            raise fail("during", f"cannot remove {name!r}: not a movable object of this scene; movable: {sorted(movable)}")
+        if name in problem.goal_objects:
+            raise fail("during", f"cannot remove {name!r}: it is a goal object")
+    if not poses and not remove:
+        raise fail("during", f"the change at {when} changes nothing: give 'poses' and/or 'remove'")
+    return MidEpisodeChange(when, poses, remove)
 
 
 def _names(value: Any, key: str, fail: Fail) -> list[str]:
@@ -238,13 +302,36 @@ def settle_holding_robot(model: mujoco.MjModel, data: mujoco.MjData, steps: int)
 def apply_poses(model: mujoco.MjModel, data: mujoco.MjData, index: ObjectIndex, task: TaskPerturbation,
                 rng: np.random.Generator) -> None:
     """Apply ``task.poses`` in order, settling after each one."""
-    def joint(name: str) -> JointSlice:
-        found = free_joint(model, int(index.body_ids[index.column(name)]))
-        if found is None:
-            raise PerturbationError(f"{name!r} has no free joint and cannot be moved")
-        return found
+    apply_ops(model, data, index, task.poses, task.settle_steps, rng)
 
-    for op in task.poses:
+
+def apply_change(model: mujoco.MjModel, data: mujoco.MjData, index: ObjectIndex, change: MidEpisodeChange,
+                 settle_steps: int, rng: np.random.Generator) -> None:
+    """Apply a mid-episode change: its removals (parked off the table, still), then its pose operations."""
+    for k, name in enumerate(change.remove):
+        j = _joint(model, index, name)
+        data.qpos[j.qpos.start: j.qpos.start + 3] = PARKED_AT + [0.3 * k, 0.0, 0.0]
+        data.qvel[j.qvel] = 0.0
+    mujoco.mj_forward(model, data)
+    apply_ops(model, data, index, change.poses, settle_steps, rng)
+    if not change.poses:
+        settle_holding_robot(model, data, settle_steps)
+
+
+def _joint(model: mujoco.MjModel, index: ObjectIndex, name: str) -> JointSlice:
+    found = free_joint(model, int(index.body_ids[index.column(name)]))
+    if found is None:
+        raise PerturbationError(f"{name!r} has no free joint and cannot be moved")
+    return found
+
+
+def apply_ops(model: mujoco.MjModel, data: mujoco.MjData, index: ObjectIndex, ops: Sequence[PoseOp],
+              settle_steps: int, rng: np.random.Generator) -> None:
+    """Apply pose operations in order, settling after each one."""
+    def joint(name: str) -> JointSlice:
+        return _joint(model, index, name)
+
+    for op in ops:
         if isinstance(op, Swap):
             a, b = joint(op.a), joint(op.b)
             data.qpos[a.qpos], data.qpos[b.qpos] = data.qpos[b.qpos].copy(), data.qpos[a.qpos].copy()
@@ -255,7 +342,7 @@ def apply_poses(model: mujoco.MjModel, data: mujoco.MjData, index: ObjectIndex, 
             data.qpos[j.qpos.start: j.qpos.start + 3] += offset
             data.qvel[j.qvel] = 0.0
         mujoco.mj_forward(model, data)
-        settle_holding_robot(model, data, task.settle_steps)
+        settle_holding_robot(model, data, settle_steps)
 
 
 def table_bounds(model: mujoco.MjModel, data: mujoco.MjData, body: str = "table") -> tuple[np.ndarray, np.ndarray]:

@@ -13,11 +13,9 @@ from sgvla.core.progress import PickPlaceSpec
 from sgvla.core.state import RobotState
 from sgvla.eval.suite import SuiteConfig
 from sgvla.libero.cameras import CAMERAS, DEFAULT_CAMERAS
+from sgvla.libero.stages import PANDA_STAGES  # the Panda's stages (sgvla.core.progress)
 
 IMAGE_SIZES = (32, 1024)  # pixels, inclusive: what the renderer was run at (policies are trained at 128-256)
-# The Panda's stages (sgvla.core.progress): its fingers' gap (0.08 m open; ~5 mm on a bowl's wall) is closed below
-# half open; the defaults' distances fit LIBERO's bowls (the expert's grasp moves the bowl ~1.5 cm before it rises).
-PANDA_STAGES = PickPlaceSpec(opening=(1.0, -1.0), closed_below=0.04)
 
 
 @SuiteConfig.register("libero_spatial")

@@ -12,6 +12,17 @@ Both read the scene they are given, which on the SO101 is the perceived one: whe
 bowl perceived, no place object), they give up (`PolicyGaveUp`), a failure of the system under test with that
 reason, not an infrastructure failure. Except before their first action: an episode in which the policy never acted
 has no result (`sgvla.core.episode`), and is filed as an infrastructure failure with the give-up as its cause.
+
+Both re-plan when the scene changes under them (a mid-episode perturbation, `sgvla.core.mid_episode`; a person
+moving a bowl): :class:`MovedObjects` tells an object moved by something other than the robot (its centre jumped
+`JUMP` or more sideways between two consecutive scenes and ended `AWAY` or more from the gripper; a carried bowl
+stays at the gripper, a pushed one moves millimetres a step). The expert re-plans when its goal's target moved.
+prompt_grounded re-grounds *on change*, not every step: when one of the look-alike candidates moved, it grounds the
+prompt it is given now (with a live graph, the graph of this step; with ``frozen_graph``, the first step's) against
+the scene as it is now, and re-plans when its target changed or moved. Not every step, because the relations its
+prompt states stop holding once the robot carries the bowl (a bowl lifted off the plate's left is no longer left of
+it), so grounding each step would switch bowls mid-carry; grounding once (as before) would keep a bowl the prompt
+no longer means, by a name the policy has no right to know.
 """
 
 import random
@@ -50,6 +61,31 @@ def candidate_group(ontology: Ontology) -> tuple[str, ...]:
     """The objects interchangeable with the manipulated one (the two identical bowls), itself included."""
     return next((g for g in ontology.interchangeable if ontology.manipulated in g), (ontology.manipulated,))
 
+JUMP = 0.03  # metres an object's centre moves sideways between two scenes when something else moved it
+AWAY = 0.05  # metres (sideways) from the gripper it ends up: not the robot's own push or carry
+
+
+class MovedObjects:
+    """Which of some objects something other than the robot moved since the last scene (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, np.ndarray] = {}
+
+    def moved(self, scene, names) -> list[str]:
+        eef = np.asarray(scene.eef_pos, float)[:2]
+        out = []
+        for name in names:
+            if name not in scene.objects:
+                continue
+            now = np.asarray(scene.position(name), float)
+            before = self.last.get(name)
+            self.last[name] = now.copy()
+            if before is not None and np.linalg.norm(now[:2] - before[:2]) >= JUMP \
+                    and np.linalg.norm(now[:2] - eef) >= AWAY:
+                out.append(name)
+        return out
+
+
 class ScriptedPolicy:
     """What every scripted policy shares: no tokenizer (no prompt budget) and nothing to free."""
 
@@ -69,19 +105,26 @@ class ExpertPolicy(ScriptedPolicy):
     def __init__(self, name: str = "expert"):
         self.name = name
         self.controller = None
+        self.watch = MovedObjects()
+        self.replans = 0
 
     def reset(self, prompt: str, seed: int | None = None) -> None:
         self.controller = None
+        self.watch = MovedObjects()
+        self.replans = 0
 
     def act(self, step: StepInput) -> np.ndarray:
-        if self.controller is None:
-            target, place = step.info["goal"]
+        target, place = step.info["goal"]
+        moved = self.watch.moved(step.scene, [target])
+        if self.controller is None or moved:
+            self.replans += self.controller is not None
             require_objects(step.scene, target, place)
             self.controller = pick_place(step.info, target, place)
         return self.controller.act(step.scene)
 
     def decision(self) -> dict[str, Any]:
-        return {"target": self.controller.target_object if self.controller else None, "source": "goal"}
+        return {"target": self.controller.target_object if self.controller else None, "source": "goal",
+                **({"replans": self.replans} if self.replans else {})}
 
 
 def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, list[str]]:
@@ -110,11 +153,15 @@ class PromptGroundedPolicy(ScriptedPolicy):
         self.target: str | None = None
         self.place: str | None = None
         self.controller = None
+        self.watch = MovedObjects()
+        self.regrounded = 0  # groundings after the first (a candidate moved)
 
     def reset(self, prompt: str, seed: int | None = None) -> None:
         self.prompt = prompt
         self.grounding = self.target = self.place = self.controller = None
         self.seed = 0 if seed is None else int(seed)
+        self.watch = MovedObjects()
+        self.regrounded = 0
 
     def tie_rng(self, task: str) -> random.Random:
         """The coin of a tie: seeded by the episode's seed and task (the suite's task, not the prompt), so an episode
@@ -128,8 +175,11 @@ class PromptGroundedPolicy(ScriptedPolicy):
         return resolved or goal_place
 
     def act(self, step: StepInput) -> np.ndarray:
-        if self.controller is None:
-            # Ground once, on the first observation: relations change once the bowl moves.
+        moved = self.watch.moved(step.scene, candidate_group(self.ontology))
+        if self.controller is None or moved:
+            # Ground on the first observation and again when a candidate moved (module docstring: on change).
+            before = self.target
+            self.regrounded += self.controller is not None
             self.prompt = step.prompt
             require_objects(step.scene, *candidate_group(self.ontology), any_of=True)
             scene, names = perceive(step.scene, self.ontology, step.info["table_center"])
@@ -138,7 +188,8 @@ class PromptGroundedPolicy(ScriptedPolicy):
             self.target = names[self.grounding.index]
             self.place = self._place_object(step.info["goal"][1])
             require_objects(step.scene, self.place)
-            self.controller = pick_place(step.info, self.target, self.place)
+            if self.controller is None or self.target != before or self.target in moved:
+                self.controller = pick_place(step.info, self.target, self.place)
         return self.controller.act(step.scene)
 
     def decision(self) -> dict[str, Any]:
@@ -146,13 +197,15 @@ class PromptGroundedPolicy(ScriptedPolicy):
             return {}
         return {"target": self.target, "place": self.place, "grounding_source": self.grounding.source,
                 "grounding_evidence": self.grounding.evidence,
-                "grounding_correct": self.target == self.ontology.manipulated}
+                "grounding_correct": self.target == self.ontology.manipulated,
+                **({"regrounded": self.regrounded} if self.regrounded else {})}
 
 
 @PolicyConfig.register("expert")
 @dataclass
 class ExpertConfig(PolicyConfig):
     needs_scene: ClassVar[bool] = True
+    reads_goal: ClassVar[bool] = True
 
     def make(self, *, ontology: Ontology, env_config: Any = None) -> ExpertPolicy:
         return ExpertPolicy(self.display_name)
