@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from contextlib import nullcontext
 from collections import deque
 from collections.abc import Sequence
@@ -42,45 +41,16 @@ from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LAN
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
 from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides
 from sgvla.policies.weights import checked_config
-from sgvla.scene_graph.serialize import CONTEXT_HEADER
+from sgvla.scene_graph.serialize import triplet_spans
 
 logger = logging.getLogger(__name__)
 
 LIBERO_SUITE = "libero_spatial"
 
-# Triplets as `format_prompt_context` writes them, one pattern per style.
-_REFERENCE_LINE = re.compile(r"^\([^(),\n]+, [^(),\n]+, [^(),\n]+\)$", re.M)
-_COMPACT_LINE = re.compile(r"^Scene graph \([^)\n]*\): (.*)$", re.M)
-_JSON_TRIPLET = re.compile(r'\["[^"]*", "[^"]*", "[^"]*"\]')
-_JSON_GRAPH = re.compile(r'"scene_graph": \[((?:' + _JSON_TRIPLET.pattern + r'(?:, )?)*)\]')
-
 
 def libero_env_config(**kwargs: Any) -> LiberoEnv:
     """LeRobot's LIBERO env config on the LIBERO-Spatial suite (what `make_policy` reads features from)."""
     return LiberoEnv(task=LIBERO_SUITE, **kwargs)
-
-
-def triplet_spans(prompt: str) -> list[tuple[int, int]]:
-    """Character spans of the scene-graph triplets in `prompt`'s context block, in prompt order.
-
-    Reads the three styles of `format_prompt_context` (reference lines ``(a, r, b)``, the compact
-    ``Scene graph (view): a r b; c r d`` line, the json ``scene_graph`` list); bounding boxes and
-    the ``(none)``/``none`` placeholders are not triplets.
-    """
-    start = prompt.find(CONTEXT_HEADER)
-    if start < 0:
-        return []
-    spans = [m.span() for m in _REFERENCE_LINE.finditer(prompt, start)]
-    for line in _COMPACT_LINE.finditer(prompt, start):
-        if line.group(1) == "none":
-            continue
-        pos = line.start(1)
-        for item in line.group(1).split("; "):
-            spans.append((pos, pos + len(item)))
-            pos += len(item) + 2
-    for graph in _JSON_GRAPH.finditer(prompt, start):
-        spans += [m.span() for m in _JSON_TRIPLET.finditer(prompt, graph.start(1), graph.end(1))]
-    return sorted(spans)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ dropped, so the text is deterministic.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 from sgvla.scene_graph.ontology import Ontology, display_name
@@ -96,3 +97,35 @@ def format_prompt_context(
 def compose_prompt(task: str, context: str) -> str:
     """Task instruction, newline, context block: how the reference augments the LIBERO prompt."""
     return f"{task}\n{context}"
+
+
+# Triplets as `format_prompt_context` writes them, one pattern per style.
+_REFERENCE_LINE = re.compile(r"^\([^(),\n]+, [^(),\n]+, [^(),\n]+\)$", re.M)
+_COMPACT_LINE = re.compile(r"^Scene graph \([^)\n]*\): (.*)$", re.M)
+_JSON_TRIPLET = re.compile(r'\["[^"]*", "[^"]*", "[^"]*"\]')
+_JSON_GRAPH = re.compile(r'"scene_graph": \[((?:' + _JSON_TRIPLET.pattern + r'(?:, )?)*)\]')
+
+
+def triplet_spans(prompt: str) -> list[tuple[int, int]]:
+    """Character spans of the scene-graph triplets in `prompt`'s context block, in prompt order: what a policy's
+    token budget counts (`sgvla.policies.lerobot_vla`) and what the HTML report marks (`sgvla.eval.html_report`),
+    read back from the text because a record keeps the prompt, not the graph it was written from.
+
+    Reads the three styles of `format_prompt_context` (reference lines ``(a, r, b)``, the compact
+    ``Scene graph (view): a r b; c r d`` line, the json ``scene_graph`` list); bounding boxes and
+    the ``(none)``/``none`` placeholders are not triplets.
+    """
+    start = prompt.find(CONTEXT_HEADER)
+    if start < 0:
+        return []
+    spans = [m.span() for m in _REFERENCE_LINE.finditer(prompt, start)]
+    for line in _COMPACT_LINE.finditer(prompt, start):
+        if line.group(1) == "none":
+            continue
+        pos = line.start(1)
+        for item in line.group(1).split("; "):
+            spans.append((pos, pos + len(item)))
+            pos += len(item) + 2
+    for graph in _JSON_GRAPH.finditer(prompt, start):
+        spans += [m.span() for m in _JSON_TRIPLET.finditer(prompt, graph.start(1), graph.end(1))]
+    return sorted(spans)
