@@ -16,7 +16,7 @@ from sgvla.so101.twin.perturbations import (  # noqa: E402
 )
 from sgvla.so101.twin.pick_place import TwinPickPlace  # noqa: E402
 
-SHIPPED = ["none", "ambiguous_prompt", "distractor_added", "support_moved", "swapped_bowls"]
+SHIPPED = ["none", "ambiguous_prompt", "distractor_added", "mid_episode", "support_moved", "swapped_bowls"]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_shipped_sets_load_and_change_what_they_say(config):
      "'black_bowl_1' stands on 'red_drawer' when it is moved; move its support"),
     ({0: {"add": {"ramekin": [0.3, 0.0]}}}, "task 0: key 'add': unknown object 'ramekin'; the twin's objects are"),
     ({0: {"add": {"cookie": [0.3, 0.0]}}}, "task 0: key 'add': 'cookie' is already in this task's scene"),
-    ({0: {"colour": "red"}}, "task 0: key 'colour': unknown key; allowed: ['add', 'poses', 'prompt', 'remove']"),
+    ({0: {"colour": "red"}}, "task 0: key 'colour': unknown key; allowed: ['add', 'during', 'poses', 'prompt', 'remove']"),
     ({7: {}}, "task 7: unknown task id; valid ids are [0, 1, 2, 3, 4]"),
 ])
 def test_a_bad_set_is_refused_naming_file_task_and_problem(config, tasks, message):

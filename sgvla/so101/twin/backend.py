@@ -16,13 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import mujoco
 import numpy as np
 
 from sgvla.so101.hardware.joints import JOINTS
 from sgvla.scene_graph import ViewGraph
 from sgvla.core.state import Observation, RobotState, SceneState
 from sgvla.so101.twin.config import DEFAULT_CONFIG, TARGET, load_twin_config
-from sgvla.so101.twin.perturbations import NONE, load_perturbations
+from sgvla.core.mid_episode import TRIGGERS_KEY, MidEpisodeWatch
+from sgvla.so101.twin.perturbations import NONE, apply_change, load_perturbations
+from sgvla.so101.twin.stages import so101_stages
 from sgvla.so101.twin.pick_place import TwinPickPlace
 from sgvla.so101.twin.twin import So101Twin
 
@@ -41,10 +44,15 @@ class TwinBackend:
         perturbations = load_perturbations(perturbation, twin_config)
         self.perturbation = perturbations.for_task(task_id)
         self.twin = So101Twin(twin_config, task_id, perturbations.layout(twin_config, task_id))
+        # MuJoCo keeps the meshes it compiled (115 MiB of the twin's) for the next compile; a backend compiles once per
+        # task (its render model once more), so they are let go: a simulator worker holds half the memory.
+        mujoco.mj_clearCache(mujoco.mj_getCache())
         self.task_id = task_id
         self.render_images = render_images
         self.max_steps = max_steps
         self.steps = 0
+        # The perturbation's mid-episode changes: when their triggers fire (sgvla.core.mid_episode), step applies them.
+        self.mid_episode: MidEpisodeWatch | None = None
         self.perception = None
         if perception:
             from sgvla.so101.twin.perceived import TwinPerception
@@ -58,6 +66,10 @@ class TwinBackend:
     def reset(self, seed: int) -> Observation:
         self.twin.reset(seed)
         self.steps = 0
+        self.mid_episode = None
+        if self.perturbation.during:
+            self.mid_episode = MidEpisodeWatch([c.when for c in self.perturbation.during], so101_stages(),
+                                               (TARGET, self.twin.layout.place))
         if self.perception is not None:
             self.perception.reset()
         return self._observation()
@@ -67,6 +79,10 @@ class TwinBackend:
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         if action.shape != (len(JOINTS),):
             raise ValueError(f"a twin action is {len(JOINTS)} joint targets {list(JOINTS)}, got shape {action.shape}")
+        watch = self.mid_episode
+        if watch is not None and watch.pending:  # the changes that fire at the scene the policy just acted on
+            for i in watch.observe(self.steps, self.scene()):
+                apply_change(self.twin, self.perturbation.during[i])
         self.twin.set_joint_targets(dict(zip(JOINTS, action)))
         self.twin.advance(self.twin.control_period)
         self.steps += 1
@@ -113,11 +129,13 @@ class TwinBackend:
     settle_steps = 0  # a reset settles the scene before the first observation, off the clock
 
     def record_facts(self) -> dict[str, Any]:
-        return {"perturbation_applied": self.perturbation.describe()}
+        facts = {"perturbation_applied": self.perturbation.describe()}
+        return {**facts, TRIGGERS_KEY: self.perturbation.triggers} if self.perturbation.during else facts
 
     def episode_info(self) -> dict[str, Any]:
         config = self.twin.config
-        return {"goal": (TARGET, self.twin.layout.place), "table_center": np.array([*config.table_center_xy, 0.0])}
+        info = {"goal": (TARGET, self.twin.layout.place), "table_center": np.array([*config.table_center_xy, 0.0])}
+        return {**info, TRIGGERS_KEY: self.perturbation.triggers} if self.perturbation.during else info
 
     def pick_place(self, target: str, place: str) -> TwinPickPlace:
         return TwinPickPlace(self.twin.model, self.twin.config, target, place)

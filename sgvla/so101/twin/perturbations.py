@@ -13,6 +13,10 @@ A set is one YAML file in ``config/perturbations/so101_twin/`` (or any path)::
           - move: {object: red_drawer, by: [0.0, -0.04]}           # shift a table object (what stands on it follows)
         add: {white_plate: [0.33, 0.0]}                            # an object of the twin's set, on the table at x, y
         remove: [cookie]                                           # an object that is no goal and supports nothing
+        during:                                                    # mid-episode changes (sgvla.core.mid_episode)
+          - when: reached                                          # a goal stage, or {step: N}
+            poses: [{swap: [black_bowl_1, black_bowl_2]}]          # applied to the running simulation
+            remove: [white_plate]                                  # parked off the table, out of the cameras
 
 Unlike LIBERO's, which act on the simulator's state after its reset, these act on the task's layout before the
 scene is built: the twin builds each task's scene from its layout, so a perturbed task is just another layout,
@@ -20,6 +24,12 @@ and the seeded position noise of the reset applies to it as to any task. Files a
 the twin's tasks: unknown keys, tasks and objects, a prompt that no longer names the bowl or the place object,
 removing the target, the place object or a support, and the layout each task ends up with (objects apart by
 twice the position noise, on the table, the goal not already holding), each error naming the file and the task.
+
+Mid-episode changes (``during``) act on the running simulation instead, applied by the backend when their trigger
+fires (`TwinBackend.step`), the arm held while the moved objects settle: a swap exchanges two objects' poses (what
+stands on them follows), a move shifts an object (and what stands on it), a removal parks an object off the table.
+A bowl swap keeps each bowl's identity (the goal and the success check are the target bowl's, now where its
+look-alike stood; the prompt's words now describe the look-alike), as in LIBERO's `mid_episode` set.
 """
 
 from __future__ import annotations
@@ -30,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 
+import mujoco
+import numpy as np
+
+from sgvla.core.mid_episode import Trigger, parse_trigger, triggers_text
 from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
 from sgvla.paths import CONFIG_DIR
 from sgvla.so101.twin.config import OBJECTS, TARGET, TaskLayout, TwinConfig, load_twin_config
@@ -38,7 +52,10 @@ PERTURBATION_DIR = CONFIG_DIR / "perturbations" / "so101_twin"
 NONE = "none"  # the tasks as configured
 
 _SET_KEYS = {"name", "description", "tasks"}
-_TASK_KEYS = {"prompt", "poses", "add", "remove"}
+_TASK_KEYS = {"prompt", "poses", "add", "remove", "during"}
+_CHANGE_KEYS = {"when", "poses", "remove"}
+PARKED_AT = np.array([0.0, 3.0, 0.05])  # world position, beside the rig and out of its cameras, of removed objects
+SETTLE_S = 0.3  # seconds of physics, the arm held, after a mid-episode change
 
 
 @dataclass(frozen=True)
@@ -57,20 +74,43 @@ class Move:
     by: tuple[float, float]
 
 
+def _describe_ops(ops) -> list[str]:
+    return [f"swap {op.a}<->{op.b}" if isinstance(op, Swap) else f"move {op.object} by {list(op.by)}" for op in ops]
+
+
+@dataclass(frozen=True)
+class MidEpisodeChange:
+    """Pose operations and removals applied to the running simulation when ``when`` fires (sgvla.core.mid_episode)."""
+
+    when: Trigger
+    poses: tuple[Swap | Move, ...] = ()
+    remove: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = _describe_ops(self.poses) + ([f"remove {','.join(self.remove)}"] if self.remove else [])
+        return f"at {self.when}: {', '.join(parts)}"
+
+
 @dataclass(frozen=True)
 class TaskPerturbation:
     prompt: str | None = None
     poses: tuple[Swap | Move, ...] = ()
     add: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     remove: tuple[str, ...] = ()
+    during: tuple[MidEpisodeChange, ...] = ()
+
+    @property
+    def triggers(self) -> str:
+        """The mid-episode triggers as episode facts carry them ("" : none)."""
+        return triggers_text([c.when for c in self.during])
 
     def describe(self) -> str:
         """A one-line summary for the episode record."""
         parts = [f"prompt '{self.prompt}'"] if self.prompt else []
-        parts += [f"swap {op.a}<->{op.b}" if isinstance(op, Swap) else f"move {op.object} by {list(op.by)}"
-                  for op in self.poses]
+        parts += _describe_ops(self.poses)
         parts += [f"add {name} at {list(xy)}" for name, xy in self.add.items()]
         parts += [f"remove {','.join(self.remove)}"] if self.remove else []
+        parts += [c.describe() for c in self.during]
         return "; ".join(parts) or NONE
 
     def apply(self, task: TaskLayout) -> TaskLayout:
@@ -188,7 +228,80 @@ def _parse_task(entry: Any, task: TaskLayout, fail: Fail) -> TaskPerturbation:
     if not isinstance(poses, list):
         raise fail("poses", "must be a list of operations")
     ops = tuple(_parse_op(op, present, fail) for op in poses)
-    return TaskPerturbation(prompt, ops, {n: (float(x), float(y)) for n, (x, y) in add.items()}, tuple(remove))
+    during = entry.get("during") or []
+    if not isinstance(during, list):
+        raise fail("during", "must be a list of changes {when, poses, remove}")
+    changes = tuple(_parse_change(c, task, present, fail) for c in during)
+    return TaskPerturbation(prompt, ops, {n: (float(x), float(y)) for n, (x, y) in add.items()}, tuple(remove),
+                            changes)
+
+
+def _parse_change(change: Any, task: TaskLayout, present: set[str], fail: Fail) -> MidEpisodeChange:
+    """One mid-episode change: its trigger, pose operations and removals (no goal object, no support)."""
+    if not isinstance(change, dict) or "when" not in change:
+        raise fail("during", f"each change is a mapping with 'when' and 'poses' and/or 'remove', got {change!r}")
+    unknown = sorted(set(change) - _CHANGE_KEYS)
+    if unknown:
+        raise fail("during", f"unknown key {unknown[0]!r}; a change has {sorted(_CHANGE_KEYS)}")
+    when = parse_trigger(change["when"], lambda msg: fail("during", msg))
+    poses = change.get("poses") or []
+    if not isinstance(poses, list):
+        raise fail("during", "'poses' must be a list of operations")
+    ops = tuple(_parse_op(op, present, fail) for op in poses)
+    remove = change.get("remove", [])
+    if not isinstance(remove, list) or not all(isinstance(n, str) for n in remove):
+        raise fail("during", "'remove' must be a list of object names")
+    for name in remove:
+        if name not in present:
+            raise fail("during", f"cannot remove {name!r}: not in this scene {sorted(present)}")
+        if name in (TARGET, task.place):
+            raise fail("during", f"cannot remove {name!r}: a goal object (the target bowl or the place object)")
+        if any(s == name for s in task.stands_on.values()):
+            raise fail("during", f"cannot remove {name!r}: objects stand on it")
+    if not ops and not remove:
+        raise fail("during", f"the change at {when} changes nothing: give 'poses' and/or 'remove'")
+    return MidEpisodeChange(when, ops, tuple(remove))
+
+
+def apply_change(twin, change: MidEpisodeChange) -> None:
+    """Apply a mid-episode change to a running `So101Twin` (see the module docstring), the arm held while it settles."""
+    model, data = twin.model, twin.data
+    dependents = {}
+    for obj, support in twin.layout.stands_on.items():
+        dependents.setdefault(support, []).append(obj)
+
+    def joint(name: str):
+        from sgvla.sim.mujoco_state import free_joint
+
+        found = free_joint(model, int(twin.index.body_ids[twin.index.column(name)]))
+        if found is None:
+            raise PerturbationError(f"{name!r} has no free joint and cannot be moved")
+        return found
+
+    def shift(name: str, by: np.ndarray) -> None:
+        for n in (name, *dependents.get(name, [])):
+            j = joint(n)
+            data.qpos[j.qpos.start: j.qpos.start + 3] += by
+            data.qvel[j.qvel] = 0.0
+
+    with twin.lock:
+        for op in change.poses:
+            if isinstance(op, Move):
+                shift(op.object, np.array([*op.by, 0.0]))
+                continue
+            pa, pb = (data.qpos[joint(n).qpos.start: joint(n).qpos.start + 3].copy() for n in (op.a, op.b))
+            shift(op.a, pb - pa)
+            shift(op.b, pa - pb)
+        for k, name in enumerate(change.remove):
+            j = joint(name)
+            data.qpos[j.qpos.start: j.qpos.start + 3] = PARKED_AT + [0.3 * k, 0.0, 0.0]
+            data.qvel[j.qvel] = 0.0
+        arm_q, arm_v = data.qpos[twin._qpos].copy(), twin._dof
+        for _ in range(int(round(SETTLE_S / model.opt.timestep))):
+            mujoco.mj_step(model, data)
+            data.qpos[twin._qpos] = arm_q
+            data.qvel[arm_v] = 0.0
+        mujoco.mj_forward(model, data)
 
 
 def _parse_op(op: Any, present: set[str], fail: Fail) -> Swap | Move:

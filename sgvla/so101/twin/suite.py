@@ -21,15 +21,9 @@ from sgvla.core.state import RobotState
 
 from sgvla.eval.suite import SuiteConfig
 from sgvla.so101.cameras import AGENTVIEW, WRIST
+from sgvla.so101.twin.stages import so101_stages  # the SO101's stages (also the arm suite's)
 
 
-def so101_stages() -> PickPlaceSpec:
-    """The SO101's stages (sgvla.core.progress), on the twin and the arm: the jaw (radians) is closed below the angle
-    perception's carry rule uses (between the pick-and-place's open and closed angles); the defaults' distances fit
-    the tabletop's bowls."""
-    from sgvla.so101.twin.pick_place import PickPlaceParams
-
-    return PickPlaceSpec(opening=(1.0,), closed_below=PickPlaceParams().closed_below)
 
 
 @SuiteConfig.register("so101_twin")
