@@ -206,7 +206,6 @@ class PromptGroundedPolicy(ScriptedPolicy):
 class ExpertConfig(PolicyConfig):
     needs_scene: ClassVar[bool] = True
     reads_goal: ClassVar[bool] = True
-    reads_goal: ClassVar[bool] = True
 
     def make(self, *, ontology: Ontology, env_config: Any = None) -> ExpertPolicy:
         return ExpertPolicy(self.display_name)
