@@ -83,9 +83,11 @@ class SequentialPlan:
     alpha: float
     seeds: int
     tasks: int
+    parts: tuple = ()  # (policy, seeds, tasks) of the policies that run a part of the plan (their own episodes, tasks)
 
-    def planned(self, overall: bool) -> int:
-        return self.seeds * (self.tasks if overall else 1)
+    def planned(self, overall: bool, policy: str | None = None) -> int:
+        seeds, tasks = next(((s, t) for name, s, t in self.parts if name == policy), (self.seeds, self.tasks))
+        return seeds * (tasks if overall else 1)
 
     @classmethod
     def of(cls, settings: Mapping, where: str = "the plan") -> SequentialPlan:
@@ -94,8 +96,11 @@ class SequentialPlan:
         from sgvla.eval.config import EvalConfig
 
         try:
-            plan = cls(float(settings.get("alpha", EvalConfig.alpha)), int(settings["episodes"]),
-                       len(settings["tasks"]))
+            seeds, tasks = int(settings["episodes"]), len(settings["tasks"])
+            parts = tuple((p.get("name") or p["type"], int(p.get("episodes") or seeds), len(p.get("tasks") or
+                           settings["tasks"])) for p in settings.get("policies") or ()
+                          if isinstance(p, Mapping) and (p.get("episodes") or p.get("tasks")))
+            plan = cls(float(settings.get("alpha", EvalConfig.alpha)), seeds, tasks, parts)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where}: no valid alpha, episodes and tasks for the sequential test ({e!r})") from None
         if not 0 < plan.alpha < 1 or plan.seeds < 1 or plan.tasks < 1:
@@ -155,7 +160,7 @@ def summarize(records: Iterable[dict], overall: bool = False,
         seeds = sorted(by_seed.keys() & base.keys(), key=lambda s: max(base[s][1], by_seed[s][1]))
         pairs = [(base[s][0], by_seed[s][0]) for s in seeds]
         test = paired_test(pairs)
-        sequential = None if plan is None else sequential_mcnemar(pairs, plan.planned(overall), plan.alpha)
+        sequential = None if plan is None else sequential_mcnemar(pairs, plan.planned(overall, policy), plan.alpha)
         table[(task, pert)][(policy, mode)] = Cell(rate, 100 * test.delta, test.p_value, sequential)
     return policies, modes, dict(sorted(table.items()))
 
