@@ -178,6 +178,14 @@ class EvalConfig:
         names = [p.display_name for p in self.policies]
         if _duplicates(names):
             raise ValueError(f"two policies share a name in {names}; give them distinct `name`s")
+        for p in self.policies:  # a policy's own part of the plan lies within the plan
+            outside = [t for t in p.tasks or () if t not in self.tasks]
+            if p.tasks is not None and (not p.tasks or outside):
+                raise ValueError(f"policy {p.display_name}: tasks {p.tasks} must be some of the plan's tasks "
+                                 f"{self.tasks}" + (f" ({outside} are not)" if outside else ""))
+            if p.episodes is not None and not 1 <= p.episodes <= self.episodes:
+                raise ValueError(f"policy {p.display_name}: episodes must be within [1, {self.episodes}] (the plan's "
+                                 f"episodes), got {p.episodes}")
         self.suite.check_perturbations(self.perturbations)
         if self.view not in self.suite.views:
             raise ValueError(f"unknown view {self.view!r}; the {self.suite.type} suite's cameras are "

@@ -160,6 +160,19 @@ def _in_pool(cfg: EvalConfig, todo: list[EpisodeKey], stop: Callable[[], bool], 
             pool.shutdown(wait=finished, cancel_futures=True)
 
 
+def progress_counts(cfg: EvalConfig, wins: Counter, counts: Counter) -> str:
+    """The progress bar's successes so far, k/n per mode for each policy apart (a privileged sanity arm pooled with
+    the policy under test said nothing about either), and the infrastructure failures."""
+    from sgvla.eval.report import short
+
+    parts = []
+    for p in cfg.policies:
+        cells = [f"{short(m)} {wins[p.display_name, m]}/{counts[p.display_name, m]}" for m in cfg.modes
+                 if counts[p.display_name, m]]
+        parts += [f"{p.display_name}: {' '.join(cells)}"] if cells else []
+    return " | ".join(parts + ([f"infra {counts['infra']}"] if counts["infra"] else []))
+
+
 def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> RunSummary:
     """Run what is missing of the plan (see the module docstring)."""
     check_in_process(cfg)
@@ -188,7 +201,8 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
                 if isinstance(outcome, dict):
                     results.append(outcome)
                     counts["recorded"] += 1
-                    wins[outcome["mode"]] += outcome["success"]
+                    wins[outcome["policy"], outcome["mode"]] += outcome["success"]
+                    counts[outcome["policy"], outcome["mode"]] += 1
                 else:
                     kind, reason = _classify(outcome)
                     trace = "".join(traceback.format_exception(outcome))[-4000:] if kind == "error" else None
@@ -198,8 +212,7 @@ def run_plan(cfg: EvalConfig, progress: bool = True, new_run: bool = False) -> R
                                 "of this plan retries it", tuple(episode), reason, INFRA_FAILURES)
                     if cfg.on_infra_failure == "stop" and not stopped:
                         stopped = f"on_infra_failure=stop, after an infrastructure failure: {reason}"
-                bar.set_postfix({**{m: wins[m] for m in cfg.modes}, **({"infra": counts["infra"]} if counts["infra"]
-                                                                        else {})})
+                bar.set_postfix_str(progress_counts(cfg, wins, counts), refresh=False)
                 bar.update()
         except WorkerSetupError as e:
             stopped = f"a worker could not be set up, so no episode can run: {e}"
