@@ -11,7 +11,9 @@ Failures are infrastructure failures of the episodes then running, never results
 process or node gone) fails its episode as `WorkerLost` (kind "worker_lost") and a new actor replaces it; a lost
 policy server fails the episodes waiting on it as `PolicyServerLost` and a new server replaces it before more episodes
 are submitted. A replacement gets work once it is up, so one the cluster cannot place (its node gone) costs nothing
-but its share of the work. Ray is imported here only, when a plan runs on it.
+but its share of the work while another worker runs; when no worker of the run is up and one has waited
+`ray.placement_timeout_s` to be placed (no node has its CPUs free), the run stops with one line saying what could not be
+placed and what to do (records already written stay). Ray is imported here only, when a plan runs on it.
 """
 
 from __future__ import annotations
@@ -157,18 +159,24 @@ def _enter(cwd: str | None) -> None:
 
 
 class _WorkerActor:
-    """One `Worker` (sgvla.eval.worker) in an actor. A worker that cannot be set up says so at `ready`."""
+    """One `Worker` (sgvla.eval.worker) in an actor, built by `ready` (which says why it could not be): the actor's
+    creation does nothing else, so `placed` answers as soon as the cluster has placed the actor, and a placement that
+    does not come is told from a simulator that takes long to build."""
 
     def __init__(self, cfg: Any, endpoint: RayEndpoint | None, cwd: str | None = None):
         _enter(cwd)
-        self.error = ""
-        try:
-            self.worker = Worker(cfg, endpoint)
-        except Exception as e:
-            self.worker, self.error = None, f"{type(e).__name__}: {e}"
+        self.args = (cfg, endpoint)
+        self.worker, self.error = None, ""
+
+    def placed(self) -> bool:
+        return True
 
     def ready(self) -> str:
         """'' when the worker is set up, else why not."""
+        try:
+            self.worker = Worker(*self.args)
+        except Exception as e:
+            self.error = f"{type(e).__name__}: {e}"
         return self.error
 
     def run(self, key: EpisodeKey) -> dict:
@@ -251,6 +259,8 @@ class _Cluster:
         self.server_cls = ray.remote(_PolicyServerActor)
         self.actors: dict[str, Any] = {}  # caller id -> worker actor
         self.starting: dict[Any, str] = {}  # ready() ref -> caller id, for workers not yet up
+        self.placing: dict[Any, tuple[str, float]] = {}  # placed() ref -> (caller id, when asked), for unplaced ones
+        self.warned_unplaced = False
         self.idle: deque[str] = deque()  # caller ids of workers that are up and have no episode
 
     # the policy server
@@ -305,13 +315,38 @@ class _Cluster:
                                         name=f"sgvla_worker_{self.run_id}_{caller[:8]}", namespace=NAMESPACE
                                         ).remote(self.cfg, endpoint, self.cwd)
         self.actors[caller] = actor
+        self.placing[actor.placed.remote()] = (caller, time.monotonic())
         self.starting[actor.ready.remote()] = caller
 
     def drop_worker(self, caller: str) -> None:
         self.kill(self.actors.pop(caller, None))
+        self.placing = {ref: entry for ref, entry in self.placing.items() if entry[0] != caller}
         self.forget(caller)
         if caller in self.idle:
             self.idle.remove(caller)
+
+    def placement_deadline(self) -> float | None:
+        """Seconds until the longest-waiting unplaced worker has waited `ray.placement_timeout_s` (0: it has), None
+        when every worker is placed."""
+        if not self.placing:
+            return None
+        oldest = min(since for _, since in self.placing.values())
+        return max(0.0, oldest + self.cfg.ray.placement_timeout_s - time.monotonic())
+
+    def unplaced(self) -> str:
+        """What could not be placed, and what the cluster has, in words."""
+        try:
+            total, free = self.ray.cluster_resources(), self.ray.available_resources()
+            nodes = sum(bool(n.get("Alive")) for n in self.ray.nodes())
+            has = (f"the cluster has {nodes} live node(s), {total.get('CPU', 0):g} CPUs in all, "
+                   f"{free.get('CPU', 0):g} free")
+        except Exception as e:  # the cluster itself is unreachable now
+            has = f"the cluster does not answer ({type(e).__name__})"
+        return (f"the Ray cluster at ray.address={self.cfg.ray.address} placed no simulator worker within "
+                f"ray.placement_timeout_s={self.cfg.ray.placement_timeout_s:g} s ({len(self.placing)} waiting, "
+                f"ray.cpus_per_worker={self.cfg.ray.cpus_per_worker:g} CPUs each on one node; {has}); add a node or "
+                "free its CPUs, lower ray.cpus_per_worker, or raise ray.placement_timeout_s, then rerun the same "
+                "command (it resumes)")
 
     def kill(self, actor) -> None:
         if actor is not None:
@@ -404,10 +439,26 @@ def _schedule(cluster: _Cluster, cfg: Any, queue: deque, stop: Callable[[], bool
             break
         if not running and not cluster.starting:  # every worker lost and none replaced: cannot happen, but never hang
             cluster.add_worker()
-        done, _ = ray.wait(list(running) + list(cluster.starting), num_returns=1)
+        deadline = cluster.placement_deadline()
+        if deadline == 0:
+            if not running and not cluster.idle and len(cluster.placing) == len(cluster.starting):  # none is up
+                yield queue[0], setup_error(cluster.unplaced())
+                return
+            if not cluster.warned_unplaced:
+                cluster.warned_unplaced = True
+                log.warning("%s; the run goes on with the workers that are up", cluster.unplaced())
+            deadline = None
+        done, _ = ray.wait(list(running) + list(cluster.starting) + list(cluster.placing), num_returns=1,
+                           timeout=deadline)
+        if not done:
+            continue
         ref = done[0]
+        if ref in cluster.placing:
+            del cluster.placing[ref]  # placed (or lost: its ready() says which)
+            continue
         if ref in cluster.starting:
             caller = cluster.starting.pop(ref)
+            cluster.placing = {r: entry for r, entry in cluster.placing.items() if entry[0] != caller}
             try:
                 error = ray.get(ref)
             except lost_errors as e:  # lost before it was up: no episode went with it

@@ -60,14 +60,16 @@ def _namespace_unavailable() -> str:
 
 
 @pytest.fixture(scope="module")
-def namespace_outcomes(tmp_path_factory) -> dict[str, tuple[str, str]]:
-    """test name -> (passed/failed/skipped, message), from one run of this module in the loopback namespace."""
+def namespace_outcomes(request, tmp_path_factory) -> dict[str, tuple[str, str]]:
+    """test name -> (passed/failed/skipped, message), from one run of the test's module (this one, or one that
+    imports these fixtures) in the loopback namespace."""
     why = _namespace_unavailable()
     if why:
         pytest.skip(f"Ray runs only inside a loopback-only network namespace: {why}")
     folder = tmp_path_factory.mktemp("netns")
     junit = folder / "junit.xml"
-    command = ["bash", str(LOOPBACK_CHECK), sys.executable, "-m", "pytest", str(Path(__file__).relative_to(REPO)),
+    module = str(Path(request.module.__file__).relative_to(REPO))
+    command = ["bash", str(LOOPBACK_CHECK), sys.executable, "-m", "pytest", module,
                "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--basetemp={folder / 'tmp'}"]
     proc = subprocess.run(command, cwd=REPO, env={**ENV, "SGVLA_RAY_NETNS": "1"}, capture_output=True, text=True,
                           timeout=1500)
