@@ -24,6 +24,8 @@ from sgvla.so101.hardware.sim_bus import BusClosed, HeldPose, SimFeetechBus, sim
 
 from ..waiting import wait_until
 
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
+
 
 @pytest.fixture
 def sim():
@@ -292,7 +294,6 @@ ORPHAN = """
 import time
 from sgvla.so101.hardware.sim_bus import SimFeetechBus
 
-pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 bus = SimFeetechBus()
 print(bus.server_pid, bus.port, flush=True)
 time.sleep(120)
@@ -330,7 +331,6 @@ def after_ticks(clock, n: int) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.integration
 def test_the_twin_bus_round_trips_positions_and_goals_through_shared_memory():
     from sgvla.so101.twin.bus import TwinClock, TwinFeetechBus, lerobot_of, radians_of
     from sgvla.so101.twin.config import load_twin_config
