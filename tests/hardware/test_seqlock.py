@@ -10,6 +10,8 @@ from sgvla.so101.hardware.seqlock import MAX_TRIES, SharedRecord, TornRecordErro
 
 SIZE = 12
 
+pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
+
 # A process that multiprocessing did not start has a resource tracker of its own, which (Python < 3.13) would unlink
 # the attached record when the writer exits; the bus's process shares its parent's tracker instead.
 WRITER = """
@@ -17,8 +19,6 @@ import sys
 from multiprocessing import resource_tracker
 resource_tracker.register = lambda name, rtype: None
 from sgvla.so101.hardware.seqlock import SharedRecord
-
-pytestmark = pytest.mark.integration  # starts processes (tests/tiers.py)
 record = SharedRecord.attach(sys.argv[1], int(sys.argv[2]))
 print("writing", flush=True)
 for i in range(2, int(sys.argv[3])):
