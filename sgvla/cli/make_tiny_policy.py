@@ -11,7 +11,7 @@ from sgvla.policies import tiny
 def add_parser(sub) -> None:
     p = sub.add_parser("make-tiny-policy", help="save a tiny random-weight LeRobot policy (offline)",
                        description=tiny.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("type", choices=sorted(tiny.TINY_BUILDERS))
+    p.add_argument("type", choices=sorted(tiny.BUILDERS))
     p.add_argument("out_dir", type=Path)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dataset", type=Path, default=None,
@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = tiny.TINY_BUILDERS[args.type](args.out_dir, seed=args.seed, dataset=args.dataset)
+    path = tiny.BUILDERS[args.type](args.out_dir, seed=args.seed, dataset=args.dataset)
     # sgvla's own syntax (a policies entry of the plan), as `sgvla eval` takes it; LeRobot's tools take the folder
     # as --policy.path as for any checkpoint.
     print(f"{args.type} policy saved to {path}; evaluate it with: sgvla eval "

@@ -4,6 +4,8 @@ weight is read, and the processor overrides that put the processors on the same 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +41,21 @@ def processor_overrides(device: str) -> tuple[dict[str, dict[str, Any]], dict[st
     on_device = {"device": str(device)}
     return ({"device_processor": on_device, "rename_observations_processor": {"rename_map": {}}},
             {"device_processor": dict(on_device)})
+
+
+@contextmanager
+def built_in_dtype(cfg: Any) -> Iterator[None]:
+    """Build a policy whose config asks for bfloat16 (pi0, pi05: ``dtype``) in bfloat16: LeRobot builds them in
+    float32 and converts after, a peak of 15.4 GiB for pi05 where the model holds 8.7 GiB. The parameters end in the
+    same dtypes either way (LeRobot's conversion runs after), and a checkpoint's weights replace their values."""
+    import torch
+
+    if getattr(cfg, "dtype", None) != "bfloat16":
+        yield
+        return
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)

@@ -10,11 +10,13 @@ Its token counts are therefore not SmolVLM2's; the truncation mechanics are the 
     sgvla make-tiny-policy smolvla /tmp/tiny_smolvla
 
 pi0 and pi05 cannot be made tiny: LeRobot 0.6.1 builds their PaliGemma and action expert from
-`get_gemma_config(variant)` ("gemma_2b" or "gemma_300m" only, both 18 layers), a hard-coded 257152-token vocabulary
-and transformers' default SigLIP tower (27 layers of 1152); no config field shrinks them. `build_weightless_pi0`
-and `build_weightless_pi05` save everything else offline (config, processors, a local PaliGemma-style tokenizer)
-and no weights: LeRobot then loads a randomly initialised full-size model (about 4e9 parameters, 15 GiB in
-float32), a check for a machine with the memory, not for the tests. Their processors load alone in a moment.
+`get_gemma_config(variant)` ("gemma_2b" or "gemma_300m" only, both 18 layers), a hard-coded 257152-token vocabulary,
+a hard-coded 2048-wide image projector (so the VLM must be gemma_2b) and transformers' default SigLIP tower (27
+layers of 1152); no config field shrinks them further. `build_weightless_pi0` and `build_weightless_pi05` save
+everything but the weights offline (config, processors, a local PaliGemma-style tokenizer): their processors load
+in a moment, and the model only with ``random_weights: true``. `build_pi0` and `build_pi05` (``sgvla make-tiny-policy
+pi0|pi05 DIR``) also build that smallest real model, 4.0e9 and 4.1e9 parameters, in bfloat16 and save it with its
+weights (8.3 and 8.7 GiB).
 """
 
 from __future__ import annotations
@@ -254,23 +256,90 @@ def _save_weightless_pi(cfg, out_dir: Path) -> Path:
     return out_dir
 
 
-def build_weightless_pi0(out_dir: str | Path) -> Path:
+def build_weightless_pi0(out_dir: str | Path, dtype: str = "float32") -> Path:
     """pi0 (PaliGemma gemma_2b, expert gemma_300m: the smallest pair that runs, as the 2048-wide image projector
-    feeds the VLM) without weights; budget 48 as pi0's; chunks of `CHUNK`, 2 denoising steps. Not tiny: see above."""
+    feeds the VLM; with gemma_300m for both the image and text embeddings are 2048 and 1024 wide and the first
+    forward fails) without weights; budget 48 as pi0's; chunks of `CHUNK`, 2 denoising steps. Not tiny: see above.
+    It loads only with ``random_weights: true``."""
     from lerobot.policies.pi0.configuration_pi0 import PI0Config
 
     cfg = PI0Config(device="cpu", input_features=_features(), chunk_size=CHUNK, n_action_steps=CHUNK,
-                    num_inference_steps=2)
+                    num_inference_steps=2, dtype=dtype)
     return _save_weightless_pi(cfg, Path(out_dir))
 
 
-def build_weightless_pi05(out_dir: str | Path) -> Path:
+def build_weightless_pi05(out_dir: str | Path, dtype: str = "float32") -> Path:
     """pi05 as `build_weightless_pi0`; budget 200 as pi05's, quantile normalization (state and action)."""
     from lerobot.policies.pi05.configuration_pi05 import PI05Config
 
     cfg = PI05Config(device="cpu", input_features=_features(), chunk_size=CHUNK, n_action_steps=CHUNK,
-                     num_inference_steps=2)
+                     num_inference_steps=2, dtype=dtype)
     return _save_weightless_pi(cfg, Path(out_dir))
 
 
+def _with_random_weights(out_dir: Path, seed: int) -> Path:
+    """The weightless checkpoint in `out_dir` built at random, as `make_policy` builds it, and saved with its
+    weights: a real checkpoint, loaded and checked as any other. Built in its dtype (`built_in_dtype`): LeRobot
+    would build pi05 in float32 first (15.4 GiB) and convert it after."""
+    import torch
+    from lerobot.configs import PreTrainedConfig
+    from lerobot.policies import make_policy
+
+    from sgvla.policies.checkpoint import built_in_dtype
+    from sgvla.policies.lerobot_vla import libero_env_config
+
+    cfg = PreTrainedConfig.from_pretrained(out_dir)
+    torch.manual_seed(seed)
+    with built_in_dtype(cfg):
+        policy = make_policy(cfg, env_cfg=libero_env_config())
+    save_weights(policy.state_dict(), out_dir / "model.safetensors")
+    return out_dir
+
+
+SAFETENSORS_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "int64": "I64", "int32": "I32",
+                      "bool": "BOOL", "uint8": "U8"}
+
+
+def save_weights(state: dict, file: Path) -> Path:
+    """`state` as a safetensors file, one tensor at a time: what `save_pretrained` writes (a model without shared
+    tensors), without its whole-file copy in memory (8.7 GiB more for pi05)."""
+    import json
+
+    import torch
+
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for key, tensor in state.items():
+        size = tensor.numel() * tensor.element_size()
+        header[key] = {"dtype": SAFETENSORS_DTYPES[str(tensor.dtype).removeprefix("torch.")],
+                       "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    tmp = file.with_name(f".{file.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw)
+        for tensor in state.values():
+            f.write(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data)
+    tmp.replace(file)
+    return file
+
+
+
+def build_pi0(out_dir: str | Path, seed: int = 0, dataset: str | Path | None = None) -> Path:
+    """The smallest real pi0 (`build_weightless_pi0`, 4.03e9 parameters) in bfloat16 (the vision tower float32, as
+    LeRobot keeps it), random and saved with its weights: 8.3 GiB on disk and in memory."""
+    if dataset is not None:
+        raise ValueError("pi0 is built with LIBERO's features only (no --dataset)")
+    return _with_random_weights(build_weightless_pi0(out_dir, dtype="bfloat16"), seed)
+
+
+def build_pi05(out_dir: str | Path, seed: int = 0, dataset: str | Path | None = None) -> Path:
+    """The smallest real pi05 (`build_weightless_pi05`, 4.14e9 parameters) as `build_pi0`: 8.7 GiB."""
+    if dataset is not None:
+        raise ValueError("pi05 is built with LIBERO's features only (no --dataset)")
+    return _with_random_weights(build_weightless_pi05(out_dir, dtype="bfloat16"), seed)
+
+
 TINY_BUILDERS: dict[str, Callable[..., Path]] = {"act": build_tiny_act, "smolvla": build_tiny_smolvla}
+# What `sgvla make-tiny-policy` builds: the tiny ones, and the smallest real pi0/pi05 (8-9 GiB: not for every test).
+BUILDERS: dict[str, Callable[..., Path]] = {**TINY_BUILDERS, "pi0": build_pi0, "pi05": build_pi05}

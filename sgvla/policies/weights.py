@@ -188,6 +188,8 @@ def checked_config(path: str, device: str, policy_type: str | None = None, rando
     it (None: build at random, for `random_weights`), and the weights' `Provenance` once `check_weights` has found
     that every parameter comes from the checkpoint (WeightsError otherwise, before any weight is read);
     `weights_sha256`, when given, must be the file's."""
+    import lerobot.policies  # noqa: F401  (registers every policy type's config: a plan is checked before any loads)
+
     path = checkpoint_path(path)
     cfg = checkpoint_config(path, device, policy_type)
     provenance = check_weights(path, cfg, random_weights)

@@ -158,3 +158,21 @@ def test_records_and_report_carry_the_weights_provenance(folders, tmp_path):
     assert [p["weights_sha256"] for p in stored] == [sha, None] and stored[1]["random_weights"] is True
     table = markdown_table(list(records.values()))
     assert "Random weights: random_act ran with randomly initialised weights" in table
+
+
+def test_weights_saved_a_tensor_at_a_time_load_as_save_pretrained_writes_them(tmp_path):
+    """`save_weights` (how the pi0/pi05 builders save 8-9 GiB without a second copy in memory) writes a file that
+    LeRobot's loader reads back exactly and the check accepts."""
+    import torch
+    from safetensors.torch import load_file
+
+    from sgvla.policies.tiny import build_tiny_act, save_weights
+
+    folder = build_tiny_act(tmp_path / "act")
+    policy = make_policy("act", path=str(folder))
+    state = {k: v.to(torch.bfloat16) if v.is_floating_point() and "bias" in k else v
+             for k, v in policy.policy.state_dict().items()}  # two dtypes in one file
+    save_weights(state, folder / WEIGHTS_FILE)
+    loaded = load_file(folder / WEIGHTS_FILE)
+    assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], state[k]) for k in state)
+    assert check_weights(str(folder), policy.cfg).sha256 == file_sha256(folder / WEIGHTS_FILE)
