@@ -28,6 +28,7 @@ from sensor_msgs.msg import Image, JointState
 import sgvla.plugins  # noqa: F401  (registers suites, policies, context modes, graph sources)
 from sgvla.core.context import ContextMode
 from sgvla.core.episode import Episode, EpisodeKey, EpisodeRecord, InfrastructureFailure
+from sgvla.core.mid_episode import TRIGGERS_KEY
 from sgvla.core.protocols import Step
 from sgvla.core.state import Observation
 from sgvla.eval.config import default_suite
@@ -161,6 +162,8 @@ class VLAPolicy(ResourceNode):
             response = await self.reset(goal, suite)
             facts = {"perturbation_applied": response.perturbation_applied, **values_of(response.episode_facts)}
             info = {"pick_place": suite.controller_factory()}
+            if TRIGGERS_KEY in facts:  # mid-episode changes: the engine records when they fire, as in process
+                info[TRIGGERS_KEY] = str(facts[TRIGGERS_KEY])
             episode = Episode(key, policy, mode, source, load_ontology(suite.ontology), view=goal.view,
                               max_steps=int(response.max_steps), style=goal.context_style, info=info,
                               stages=suite.stages(int(goal.task_id)))

@@ -224,7 +224,7 @@ def _parse_change(change: Any, problem: BddlProblem, movable: set[str], fail: Fa
     if unknown:
         raise fail("during", f"unknown key {unknown[0]!r}; a change has {sorted(_CHANGE_KEYS)}")
     when = parse_trigger(change["when"], lambda msg: fail("during", msg))
-    poses = tuple(_parse_op(op, movable, fail) for op in change.get("poses") or [])
+    poses = tuple(_parse_op(op, movable, lambda _, msg: fail("during", msg)) for op in change.get("poses") or [])
     remove = tuple(_names(change.get("remove", []), "during", fail))
     for name in remove:
         if name not in movable:

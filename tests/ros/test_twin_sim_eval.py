@@ -3,7 +3,10 @@ sim_bridge node builds the twin from the reset's suite, task, perturbation and s
 target bowl; the policy node drives the twin's pick-and-place from the scene topic) gives the same records and
 actions as `sgvla eval` in process, for the same seeds, unattended. The plan is one where the graph matters: the
 ambiguous prompt, where the standard prompt takes the wrong bowl in task 1 and the graph finds the target; the
-three controls (filler, wrong_graph, shuffled_graph) run over topics as in process too."""
+three controls (filler, wrong_graph, shuffled_graph) run over topics as in process too. The bowls exchange places
+once the target is reached (ambiguous_mid_episode: a mid-episode change, applied by the sim_bridge's twin, recorded
+by the policy node's engine at the same step as in process): the live graph follows the target, the graph frozen at
+the first step (frozen_graph) sends the policy to the old place."""
 
 import json
 import os
@@ -19,9 +22,9 @@ pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.ti
 
 PLAN = {"name": "twin_equivalence", "suite": {"type": "so101_twin", "image_size": 64},
         "policies": [{"type": "prompt_grounded", "tie_break": "first"}], "tasks": [1],
-        "perturbations": "ambiguous_prompt",
-        "modes": ["standard", "scene_graph", "filler", "wrong_graph", "shuffled_graph"], "episodes": 1,
-        "seed_offset": 2, "max_steps": 200, "workers": 1}
+        "perturbations": "ambiguous_mid_episode",
+        "modes": ["standard", "scene_graph", "frozen_graph", "filler", "wrong_graph", "shuffled_graph"], "episodes": 1,
+        "seed_offset": 2, "max_steps": 300, "workers": 1}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,7 @@ def test_twin_over_topics_and_in_process_give_identical_episodes(runs, sim_eval)
     tmp, inproc, logs = runs
     expected = json.loads(str(inproc["records"]))
     got = [json.loads(line) for line in (tmp / "topics" / "episodes.jsonl").read_text().splitlines()]
-    assert len(expected) == len(got) == 5
+    assert len(expected) == len(got) == 6
     bag = sim_eval.bag_messages(tmp / "bag")
     sim_eval.assert_same_episodes(expected, got, inproc, bag)
     # Reset with the episode's seed and perturbation: the ambiguous prompt reached the twin's task topic.
@@ -56,13 +59,21 @@ def test_twin_over_topics_and_in_process_give_identical_episodes(runs, sim_eval)
     outcome = {mode: (r["success"], r["decision_target"], r["decision_grounding_source"]) for mode, r in by_mode.items()}
     # The standard prompt and the filler leave a tie, which `tie_break: first` breaks for the nearer, wrong bowl (the
     # episode runs to its limit); the graph finds the target; the wrong graph's false facts point at the other bowl.
-    assert by_mode["standard"]["steps"] == 200
+    assert by_mode["standard"]["steps"] == 300
     assert outcome["standard"] == outcome["filler"] == (False, "black_bowl_2", "fallback")
     assert outcome["scene_graph"] == (True, "black_bowl_1", "scene_graph")
     assert outcome["wrong_graph"] == (False, "black_bowl_2", "scene_graph")
+    # The swap once the target was reached, at the same step over topics as in process (assert_same_episodes): the
+    # live graph re-grounds on the target where it went, the frozen one on the look-alike at the target's old place.
+    swapped = {mode: r["mid_episode_steps"] for mode, r in by_mode.items()}
+    assert swapped["scene_graph"] == swapped["frozen_graph"] == [by_mode["scene_graph"]["stages"]["reached"]]
+    assert swapped["standard"] == swapped["wrong_graph"] == [None]  # the target never reached: nothing changed
+    assert outcome["frozen_graph"] == (False, "black_bowl_2", "scene_graph")
+    assert by_mode["frozen_graph"]["failure_class"] == "wrong_object"
+    assert by_mode["scene_graph"]["decision_regrounded"] == by_mode["frozen_graph"]["decision_regrounded"] == 1
     assert {mode: r.get("control_kind", "") for mode, r in by_mode.items()} == {
-        "standard": "", "scene_graph": "", "filler": "filler", "wrong_graph": "wrong_graph",
-        "shuffled_graph": "shuffled_graph"}
+        "standard": "", "scene_graph": "", "frozen_graph": "frozen_graph", "filler": "filler",
+        "wrong_graph": "wrong_graph", "shuffled_graph": "shuffled_graph"}
     filler = by_mode["filler"]
     assert filler["control_tokens"] == filler["control_matched_tokens"] and filler["control_counter"] == "words"
     assert by_mode["wrong_graph"]["control_shown"] > 0 and "target_black_bowl" in by_mode["wrong_graph"]["prompt"]

@@ -247,7 +247,7 @@ def _parse_change(change: Any, task: TaskLayout, present: set[str], fail: Fail) 
     poses = change.get("poses") or []
     if not isinstance(poses, list):
         raise fail("during", "'poses' must be a list of operations")
-    ops = tuple(_parse_op(op, present, fail) for op in poses)
+    ops = tuple(_parse_op(op, present, lambda _, msg: fail("during", msg)) for op in poses)
     remove = change.get("remove", [])
     if not isinstance(remove, list) or not all(isinstance(n, str) for n in remove):
         raise fail("during", "'remove' must be a list of object names")
