@@ -58,6 +58,22 @@ def _reasons(outstanding: dict) -> str:
     return "; ".join(f"{n}x {reason[:200]}" for reason, n in common)
 
 
+def _partial(summary) -> str:
+    """The line heading the report of a run that left planned episodes without a result ("" when it left none)."""
+    from sgvla.eval.report import partial_note
+
+    missing = len(summary.outstanding) + summary.not_run
+    return partial_note(missing, summary.planned, "failed on infrastructure or not run; rerun the same command to "
+                        "run them") if missing else ""
+
+
+def _summary(*args) -> None:
+    """The 100-column summary (`sgvla.eval.terminal_summary`) instead of the wide table, which is in table.md."""
+    from sgvla.eval.terminal_summary import terminal_summary
+
+    print(terminal_summary(*args), flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from sgvla.core.interrupts import sigterm_as_interrupt
 
@@ -73,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     from sgvla.core.config import ConfigError, load_config
     from sgvla.eval.config import EvalConfig
     from sgvla.core.interrupts import exit_code
-    from sgvla.eval.report import SequentialPlan, interrupted_note, markdown_table, write_report
+    from sgvla.eval.report import SequentialPlan, interrupted_note, write_report
     from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, RunFolderGone, open_records
     from sgvla.eval.run_dir import RunDirError
     from sgvla.paths import resolve_data_path
@@ -119,15 +135,17 @@ def _run(args: argparse.Namespace) -> int:
         outstanding_all = infra.outstanding(results)
         if records:
             stored = SequentialPlan.stored(summary.path.parent)
-            print(markdown_table(records, outstanding_all.values(), stored), flush=True)
+            partial = _partial(summary)
             try:
-                paths = write_report(summary.path.parent, records, outstanding_all.values(), stored, saved)
+                paths = write_report(summary.path.parent, records, outstanding_all.values(), stored, saved, partial)
                 for name, extra in (("plan", "config.yaml"), ("videos", "videos"),
                                     ("infrastructure failures", INFRA_FAILURES)):
                     if (summary.path.parent / extra).exists():  # every output of the run is named
                         paths[name] = summary.path.parent / extra
+                _summary(records, outstanding_all.values(), stored, paths["html"], partial)
                 console.print(f"records: {summary.path}\n" + "\n".join(f"{k}: {v}" for k, v in paths.items()))
             except OSError as e:
+                _summary(records, outstanding_all.values(), stored, None, partial)
                 say(f"sgvla eval: cannot write the report into {summary.path.parent}: {e.strerror}")
     except KeyboardInterrupt as e:  # Ctrl-C while the tables or plots are made: one line, not matplotlib's stack
         say(f"sgvla eval: {interrupted_note(summary.path.parent, saved)}")

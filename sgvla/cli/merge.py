@@ -27,10 +27,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     import sgvla.plugins  # noqa: F401  (stored plans name registered suites, policies, graph sources, context modes)
-    from sgvla.eval.report import SequentialPlan, markdown_table, write_report
+    from sgvla.eval.report import SequentialPlan, write_report
     from sgvla.eval.results import RESULTS, open_records
     from sgvla.eval.run_dir import PLAN
-    from sgvla.eval.shards import MergeError, check_out, listed, merge_shards, write_merged
+    from sgvla.eval.shards import MergeError, check_out, listed, merge_shards, partial_merge, write_merged
+    from sgvla.eval.terminal_summary import terminal_summary
 
     console = Console()
 
@@ -63,11 +64,13 @@ def run(args: argparse.Namespace) -> int:
             "bold yellow")
         return 0
     stored = SequentialPlan.stored(out)
-    print(markdown_table(records, outstanding.values(), stored), flush=True)
+    partial = partial_merge(out, records)  # said at the top of table.md and report.html too
     try:
-        paths = write_report(out, records, outstanding.values(), stored)
+        paths = write_report(out, records, outstanding.values(), stored, partial=partial)
     except OSError as e:
+        print(terminal_summary(records, outstanding.values(), stored, None, partial), flush=True)
         say(f"sgvla merge: cannot write the report into {out}: {e.strerror}")
         return 2
+    print(terminal_summary(records, outstanding.values(), stored, paths["html"], partial), flush=True)
     console.print("\n".join(f"{k}: {v}" for k, v in {"records": written[RESULTS], **paths}.items()))
     return 0

@@ -1,4 +1,5 @@
-"""``sgvla report``: the tables and plot of an evaluation run again, from its JSONL records alone."""
+"""``sgvla report``: the tables, plots and report.html of an evaluation run again, from its JSONL records alone; the
+terminal gets the 100-column summary (`sgvla.eval.terminal_summary`), the wide table is in table.md."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("report", help="tables and plot of an evaluation run, from its JSONL records")
     p.add_argument("run_dir", help="directory holding episodes.jsonl")
     p.add_argument("--out", help="where to write table.md, table.csv, comparisons.csv, failures.csv (records with "
-                                 "failure classes), success.png and progress.png (records with progress) "
-                                 "(default: run_dir)")
+                                 "failure classes), success.png and progress.png (records with progress) and "
+                                 "report.html (default: run_dir)")
     p.set_defaults(func=run)
 
 
@@ -33,8 +34,10 @@ def _run(args: argparse.Namespace, saved: list) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from sgvla.eval.report import SequentialPlan, infra_note, markdown_table, write_report
+    from sgvla.eval.report import SequentialPlan, infra_note, write_report
     from sgvla.eval.results import INFRA_FAILURES, RESULTS, CorruptRecords, open_records
+    from sgvla.eval.shards import MergeError, partial_merge
+    from sgvla.eval.terminal_summary import terminal_summary
 
     console = Console()
 
@@ -60,15 +63,18 @@ def _run(args: argparse.Namespace, saved: list) -> int:
         note = f". {infra_note(outstanding)}" if outstanding else ""
         return fail(f"{run_dir}: no episode records to report{note}")
     try:
-        table = markdown_table(records, outstanding, plan)
-    except ValueError as e:  # records that do not fit the stored plan (more pairs than it holds)
-        return fail(f"{run_dir}: {e}")
-    print(table, flush=True)
+        partial = partial_merge(run_dir, records)
+    except MergeError as e:
+        return fail(str(e))
     out = Path(args.out) if args.out else run_dir
     try:
-        paths = write_report(out, records, outstanding, plan, saved)
+        paths = write_report(out, records, outstanding, plan, saved, partial, records_dir=run_dir)
+    except ValueError as e:  # records that do not fit the stored plan (more pairs than it holds): before any file
+        return fail(f"{run_dir}: {e}")
     except OSError as e:
-        return fail(f"cannot write the report files into {out}: {e.strerror}; the table is above, or pass "
+        print(terminal_summary(records, outstanding, plan, None, partial), flush=True)
+        return fail(f"cannot write the report files into {out}: {e.strerror}; the summary is above, or pass "
                     "--out DIR to write them elsewhere")
+    print(terminal_summary(records, outstanding, plan, paths["html"], partial), flush=True)
     console.print("\n".join(f"{k}: {v}" for k, v in paths.items()))
     return 0

@@ -695,11 +695,14 @@ def _write_csv(path: Path, rows: list[dict], fields: list[str]) -> Path:
 
 
 def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict] = (),
-                 plan: SequentialPlan | None = None, saved: list[Path] | None = None) -> dict[str, Path]:
+                 plan: SequentialPlan | None = None, saved: list[Path] | None = None, partial: str = "",
+                 records_dir: Path | None = None) -> dict[str, Path]:
     """table.md, table.csv, comparisons.csv and success.png in `run_dir`, and failures.csv and progress.png where the
-    records have failure classes and progress scores; returns their paths. Each file is written whole or not at all;
-    `saved`, where given, gains each one's path as it is written, so a caller interrupted part way (Ctrl-C while the
-    plots draw) can say which are new."""
+    records have failure classes and progress scores, then report.html (`sgvla.eval.html_report`: those numbers, the
+    plots and every episode); returns their paths. Each file is written whole or not at all; `saved`, where given,
+    gains each one's path as it is written, so a caller interrupted part way (Ctrl-C while the plots draw) can say
+    which are new. `partial` (`partial_note`) heads table.md and the page of a run that lacks planned episodes;
+    `records_dir` is the folder of the records and their videos/ (default `run_dir`)."""
     run_dir = Path(run_dir)
     saved = [] if saved is None else saved
     records, outstanding = list(records), list(outstanding)
@@ -709,11 +712,12 @@ def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict]
     paths = {"markdown": run_dir / "table.md", "csv": run_dir / "table.csv", "comparisons": run_dir / "comparisons.csv",
              "plot": run_dir / "success.png"}
     comps = comparisons(records)
-    text = _markdown(records, outstanding, plan, comps) + "\n"
+    text = (f"**{partial}**\n\n" if partial else "") + _markdown(records, outstanding, plan, comps) + "\n"
     saved.append(_replace(paths["markdown"], lambda tmp: tmp.write_text(text)))
     rows = _csv_rows(records, outstanding, plan, comps)
     saved.append(_write_csv(paths["csv"], rows, list(rows[0])))
-    saved.append(_write_csv(paths["comparisons"], comparison_rows(comps), COMPARISON_COLUMNS))
+    compared = comparison_rows(comps)
+    saved.append(_write_csv(paths["comparisons"], compared, COMPARISON_COLUMNS))
     counted = failure_counts(records)
     if counted is not None:
         paths["failures"] = run_dir / "failures.csv"
@@ -723,7 +727,31 @@ def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict]
     if progress is not None:
         paths["progress_plot"] = progress
         saved.append(progress)
+    paths["html"] = run_dir / "report.html"
+    saved.append(_write_html(paths["html"], records, outstanding, rows, compared, partial,
+                             Path(records_dir or run_dir), {"success": paths["plot"], "progress": progress}))
     return paths
+
+
+def partial_note(missing: int, planned: int, why: str) -> str:
+    """The line that heads the report of a run without all its planned episodes: how many are missing, and why."""
+    return (f"Partial run: {missing} of the plan's {planned} episodes have no result and are not in this report "
+            f"({why}).")
+
+
+def _write_html(path: Path, records: list[dict], outstanding: list[dict], rows: list[dict], compared: list[dict],
+                partial: str, records_dir: Path, plots: Mapping[str, Path | None]) -> Path:
+    """report.html from the rows just written to table.csv and comparisons.csv (one source for both)."""
+    from sgvla.eval.html_report import Page, render
+
+    modes = sorted({r["mode"] for r in records}, key=_mode_key)
+    page = Page(title=f"sgvla report: {records_dir.resolve().name}", records=records, table_rows=rows,
+                comparison_rows=compared, labels=_labels(modes), controls=frozenset(filter(is_control, modes)),
+                baseline=BASELINE, treatment=TREATMENT, run_dir=records_dir,
+                notes=[infra_note(outstanding), early_verdict_note(records), random_weights_note(records)],
+                partial=partial, plots={k: v for k, v in plots.items() if v is not None})
+    html = render(page, path.parent)
+    return _replace(path, lambda tmp: tmp.write_text(html, encoding="utf-8"))
 
 
 def interrupted_note(run_dir: Path, saved: Iterable[Path]) -> str:

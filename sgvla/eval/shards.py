@@ -12,7 +12,8 @@ another shard is refused like any other change of plan (`sgvla.eval.run_dir`).
 `merge_shards` checks that the folders are the N shards of one plan (the same settings, apart from ``shard`` and
 those that change no outcome, `run_dir.HARMLESS`), each given once, with every episode of the plan recorded
 exactly once, in the folder of its shard; `write_merged` writes the result as a run folder of the whole plan
-(``shard: 0/1``) that `sgvla report` reads like any other. Problems are `MergeError`s that name the folders, the
+(``shard: 0/1``) that `sgvla report` reads like any other; a merge with --allow-missing also writes which episodes
+it lacks (``missing.jsonl``), so that every report of the folder says it is partial (`partial_merge`). Problems are `MergeError`s that name the folders, the
 episodes or settings concerned, and what to do.
 """
 
@@ -22,7 +23,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -36,6 +37,7 @@ from sgvla.eval.run_dir import HARMLESS, HARMLESS_CLIENT, PLAN, VLM_CLIENT, plan
 
 WHOLE = "0/1"  # the shard that is the whole plan
 SHOWN = 10  # episodes listed by name in a message; the rest are counted
+MISSING = "missing.jsonl"  # a partial merge's episodes without a result, one key per line
 
 
 class MergeError(ValueError):
@@ -82,6 +84,8 @@ class Merged:
     records: list[dict]  # one per episode, in plan order
     infra: list[dict]  # every failed attempt of the episodes that have no result, from all folders
     missing: list[str]  # one line per episode without a result (with --allow-missing): which, its shard, its folder
+    missing_keys: list[EpisodeKey] = field(default_factory=list)  # those episodes
+    planned: int = 0  # the whole plan's episodes
 
 
 def listed(lines: list[str]) -> str:
@@ -165,7 +169,8 @@ def merge_shards(paths: Sequence[str | Path], allow_missing: bool = False) -> Me
     unresolved = set(missing)  # plan episodes without a result: their failed attempts stay outstanding
     infra = [r for s in shards for r in s.infra.records() if EpisodeKey.of(r) in unresolved]
     records = [found[key][0][1] for key in whole if key in found]  # in plan order
-    return Merged(dataclasses.replace(shards[0].cfg, shard=WHOLE), shards[0].client, records, infra, lines)
+    return Merged(dataclasses.replace(shards[0].cfg, shard=WHOLE), shards[0].client, records, infra, lines, missing,
+                  len(whole))
 
 
 def check_out(out: str | Path) -> None:
@@ -198,9 +203,30 @@ def write_merged(out: str | Path, merged: Merged) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     cfg = dataclasses.replace(merged.cfg, output_dir=str(out))
     files = {RESULTS: _jsonl(merged.records), INFRA_FAILURES: _jsonl(merged.infra)}
+    if merged.missing_keys:
+        files[MISSING] = _jsonl({"planned": merged.planned, **key._asdict()} for key in merged.missing_keys)
     if merged.client is not None:
         files[VLM_CLIENT] = yaml.safe_dump(merged.client, sort_keys=False)
     files[PLAN] = yaml.safe_dump(stored_settings(cfg), sort_keys=False)  # last: a folder with a plan is complete
     for name, text in files.items():
         _write_atomically(out / name, text)
     return {name: out / name for name in files}
+
+
+def partial_merge(run_dir: str | Path, records: Iterable[dict]) -> str:
+    """The partial-run line (`report.partial_note`) of a folder merged with --allow-missing, counting the episodes of
+    its ``missing.jsonl`` that still have no record; "" for any other folder, or once each has one."""
+    from sgvla.eval.report import partial_note
+
+    path = Path(run_dir) / MISSING
+    if not path.is_file():
+        return ""
+    try:
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        raise MergeError(f"{path}: cannot read the merge's missing episodes ({e}); merge the shards again") from None
+    recorded = {EpisodeKey.of(r) for r in records}
+    missing = [EpisodeKey.of(line) for line in lines if EpisodeKey.of(line) not in recorded]
+    if not missing:
+        return ""
+    return partial_note(len(missing), int(lines[0]["planned"]), f"merged with --allow-missing; {MISSING} lists them")

@@ -61,7 +61,8 @@ def test_killed_run_resumes_with_every_episode_once(tmp_path):
     keys = [EpisodeKey.of(json.loads(line)) for line in episodes.read_text().splitlines()]
     expected = plan(small_config(out, episodes=3))
     assert sorted(keys) == sorted(expected) and len(set(keys)) == len(keys)
-    assert "| 0 | table7 |" in rerun.stdout and (out / "table.csv").is_file() and (out / "success.png").is_file()
+    assert "| 0 | table7 |" in (out / "table.md").read_text() and f"report: {out / 'report.html'}" in rerun.stdout
+    assert (out / "table.csv").is_file() and (out / "success.png").is_file()
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -129,12 +129,14 @@ def test_output_folder_problems_are_messages(finished_run, tmp_path, capsys):
 
     report = read_only(out, [*cli, "report", str(out)])
     assert report.returncode == 2 and "Traceback" not in report.stderr, report.stderr[-2000:]
-    assert "| 0 | none |" in report.stdout  # the table, then why the files could not be written
+    assert "all tasks pooled" in report.stdout  # the summary, then why the files could not be written
     assert f"cannot write the report files into {out}: " in report.stdout.replace("\n", " ")
     elsewhere = read_only(out, [*cli, "report", str(out), "--out", str(tmp_path / "tables")])
     assert elsewhere.returncode == 0 and (tmp_path / "tables" / "table.csv").is_file()
     # the sequential verdict from the plan stored with the records: one pair planned, run, nothing decided
-    assert "| inconclusive |" in elsewhere.stdout and "alpha=0.05" in elsewhere.stdout
+    table = (tmp_path / "tables" / "table.md").read_text()
+    assert "| inconclusive |" in table and "alpha=0.05" in table and "seq. inconclusive" in elsewhere.stdout
+    assert f"report: {tmp_path / 'tables' / 'report.html'}" in elsewhere.stdout
 
 
 def test_a_corrupt_line_is_refused_with_file_and_line_and_nothing_changes(finished_run, tmp_path, capsys):

@@ -129,7 +129,7 @@ def test_merged_shards_are_the_unsharded_run(runs, tmp_path, capsys):
     assert stored["shard"] == "0/1" and stored["output_dir"] == str(out)
     assert stored_settings(load_config(EvalConfig, out / "config.yaml")) == stored  # a plan `sgvla eval` takes
     table = (out / "table.md").read_text()
-    assert "| 0 | table7 |" in table and "| 1 | table7 |" in table and table.strip() in printed
+    assert "| 0 | table7 |" in table and "| 1 | table7 |" in table and f"report: {out / 'report.html'}" in printed
     assert (out / "table.csv").is_file() and (out / "success.png").is_file()
     # a merged run reports like any other
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
@@ -233,6 +233,9 @@ def test_missing_episodes_are_refused_unless_allowed(runs, tmp_path, capsys):
     (failure,) = [json.loads(line) for line in lines(out, "infra_failures.jsonl")]  # only the outstanding one
     assert EpisodeKey.of(failure) == lost and failure["reason"] == "the VLM did not answer"
     assert "Not in the table: 1 episode(s) whose infrastructure failed" in (out / "table.md").read_text()
+    partial = "Partial run: 1 of the plan's 16 episodes have no result and are not in this report"
+    assert (out / "table.md").read_text().startswith(f"**{partial}") and partial in printed  # at the top
+    assert partial.replace("'", "&#x27;") in (out / "report.html").read_text()
 
     # a whole shard missing: merged from the others with --allow-missing, each of its episodes listed
     only = merge_shards([shard0], allow_missing=True)

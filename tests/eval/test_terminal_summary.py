@@ -1,0 +1,60 @@
+"""The summary `sgvla eval`, `merge` and `report` print (sgvla.eval.terminal_summary): at most 100 columns however
+many policies and modes, per policy each arm's pooled k/n, Δ vs std with the Holm p of comparisons.csv and the
+sequential verdict, then where report.html is; the wide table only in table.md."""
+
+import csv
+import json
+
+from sgvla.cli import main
+from sgvla.eval.report import write_report
+from sgvla.eval.terminal_summary import WIDTH, summary_lines
+
+from .test_html_report import record
+
+MODES = ("standard", "scene_graph", "scene_graph_full", "bounding_boxes", "filler", "wrong_graph", "shuffled_graph")
+POLICIES = ("prompt_grounded", "expert", "lerobot_pi05_libero_finetuned_with_a_long_name")
+
+
+def many_records() -> list[dict]:
+    """3 policies x 7 modes x 3 tasks x 4 seeds: the main table would be 2 + 3 * (1 + 6 * 3) = 59 columns."""
+    out = []
+    for p, policy in enumerate(POLICIES):
+        for task in range(3):
+            for seed in range(4):
+                for m, mode in enumerate(MODES):
+                    out.append(record(policy, task, mode, seed, (p + task + seed + m) % 3 != 0,
+                                      prompt=f"pick up the bowl ({mode})"))
+    return out
+
+
+def test_the_summary_fits_in_100_columns_and_says_what_the_report_says(tmp_path):
+    records = many_records()
+    paths = write_report(tmp_path, records)
+    lines = summary_lines(records, html=paths["html"])
+    assert max(len(line) for line in lines[:-1]) <= WIDTH, "\n".join(lines)
+    assert lines[-1] == f"report: {paths['html']}"
+    assert max(len(line) for line in paths["markdown"].read_text().splitlines()) > 500  # the wide table stays there
+    text = "\n".join(lines)
+    pooled = [r for r in csv.DictReader(paths["csv"].open()) if r["task_id"] == "all"]
+    assert len(pooled) == len(POLICIES) * len(MODES)
+    for row in pooled:  # each arm's k/n, as table.csv's pooled row has it
+        assert f"{row['successes']:>4}/{row['episodes']:<4}" in text, row
+    for c in csv.DictReader(paths["comparisons"].open()):  # Δ vs std with the Holm p of comparisons.csv
+        if c["reference"] == "standard":
+            assert f"Δ {float(c['delta_pp']):+6.1f} pp vs std, Holm p {float(c['mcnemar_p_holm']):.2g}" in text, c
+    for policy in POLICIES:
+        assert f"{policy}: 12 matched block(s), all tasks pooled" in text
+
+
+def test_sgvla_report_prints_the_summary_not_the_table(tmp_path, capsys):
+    records = many_records()[:84]  # one policy
+    run = tmp_path / "run"
+    write_report(run, records)
+    (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert not [line for line in out if line.startswith("|")]  # no markdown table in the terminal
+    summary = out[:out.index(f"report: {run / 'report.html'}")]
+    assert summary and max(len(line) for line in summary) <= WIDTH
+    assert any(line.startswith("  sg ") and "Holm p" in line for line in summary)
