@@ -13,7 +13,10 @@ import sgvla.plugins  # noqa: F401
 from sgvla.eval.runner import plan, run_plan
 
 from .plans import records_by_key, run_with
-from .test_ray_executor import _plan, cluster, in_loopback_namespace, namespace_outcomes  # noqa: F401
+from . import test_ray_executor as ray_cluster
+from .test_ray_executor import _plan, in_loopback_namespace
+
+cluster, namespace_outcomes = ray_cluster.cluster, ray_cluster.namespace_outcomes  # its fixtures, for this module
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.integration]  # a Ray cluster (tests/tiers.py)
 
