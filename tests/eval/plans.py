@@ -23,8 +23,10 @@ def small_config(out, **kw) -> EvalConfig:
 
 
 def records_by_key(out) -> dict:
-    """The run's records by episode, without their timing fields; an episode recorded twice fails."""
+    """The run's records by episode, without their timing fields; an episode recorded twice fails. Each holds its
+    action digest, so two runs whose records are equal acted alike at every step (to the digest's 1e-4 grid)."""
     records = [json.loads(line) for line in (Path(out) / "episodes.jsonl").read_text().splitlines()]
+    assert all(len(r.get("action_digest", "")) == 64 for r in records), "a record without its action digest"
     keyed = {EpisodeKey.of(r): {k: v for k, v in r.items() if k not in TIMING} for r in records}
     assert len(keyed) == len(records), "an episode was recorded twice"
     return keyed
