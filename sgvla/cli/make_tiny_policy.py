@@ -21,7 +21,11 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = tiny.BUILDERS[args.type](args.out_dir, seed=args.seed, dataset=args.dataset)
+    try:
+        path = tiny.BUILDERS[args.type](args.out_dir, seed=args.seed, dataset=args.dataset)
+    except (ValueError, FileNotFoundError) as e:  # a dataset pi0/pi05 cannot take, a folder that is no dataset
+        print(f"sgvla make-tiny-policy: {e}")
+        return 2
     # sgvla's own syntax (a policies entry of the plan), as `sgvla eval` takes it; LeRobot's tools take the folder
     # as --policy.path as for any checkpoint.
     print(f"{args.type} policy saved to {path}; evaluate it with: sgvla eval "
