@@ -89,6 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     from sgvla.core.config import ConfigError, load_config
     from sgvla.eval.config import EvalConfig
     from sgvla.core.interrupts import exit_code
+    from sgvla.eval.finding import finding
     from sgvla.eval.report import SequentialPlan, interrupted_note, write_report
     from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, RunFolderGone, open_records
     from sgvla.eval.run_dir import RunDirError
@@ -129,6 +130,7 @@ def _run(args: argparse.Namespace) -> int:
     if summary.complete and not summary.recorded and not summary.infra_failed:  # a resume with nothing left
         say(f"all {summary.planned} episodes already recorded in {summary.path.parent}; nothing to run", "bold")
     saved: list = []
+    found: list[str] = []  # what the run found, said last
     try:
         results, infra = open_records(summary.path.parent, writable=False)
         records = list(results.records())
@@ -136,6 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         if records:
             stored = SequentialPlan.stored(summary.path.parent)
             partial = _partial(summary)
+            found = finding(records, [p.display_name for p in cfg.policies if p.reads_goal], cfg.alpha)
             try:
                 paths = write_report(summary.path.parent, records, outstanding_all.values(), stored, saved, partial)
                 for name, extra in (("plan", "config.yaml"), ("videos", "videos"),
@@ -154,6 +157,8 @@ def _run(args: argparse.Namespace) -> int:
         if stats["batches"]:
             console.print(f"policy server: {name}: {stats['steps']} steps in {stats['batches']} forward passes "
                           f"(mean batch {stats['steps'] / stats['batches']:.2f}, sizes {stats['batch_sizes']})")
+    for line in found:
+        console.print(escape(line))
     if summary.complete:
         return 0
     if summary.stopped:
