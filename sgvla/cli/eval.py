@@ -89,6 +89,8 @@ def _run(args: argparse.Namespace) -> int:
     from sgvla.core.config import ConfigError, load_config
     from sgvla.eval.config import EvalConfig
     from sgvla.core.interrupts import exit_code
+    import textwrap
+
     from sgvla.eval.finding import finding
     from sgvla.eval.report import SequentialPlan, interrupted_note, write_report
     from sgvla.eval.results import INFRA_FAILURES, CorruptRecords, RunFolderGone, open_records
@@ -157,8 +159,8 @@ def _run(args: argparse.Namespace) -> int:
         if stats["batches"]:
             console.print(f"policy server: {name}: {stats['steps']} steps in {stats['batches']} forward passes "
                           f"(mean batch {stats['steps'] / stats['batches']:.2f}, sizes {stats['batch_sizes']})")
-    for line in found:
-        console.print(escape(line))
+    for line in found:  # at most 100 columns, as the summary above
+        console.print(escape(textwrap.fill(line, 100)))
     if summary.complete:
         return 0
     if summary.stopped:
