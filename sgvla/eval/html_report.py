@@ -194,7 +194,8 @@ def arm_html(record: Mapping, page: Page, out_dir: Path) -> str:
 
 
 def blocks_html(page: Page, out_dir: Path) -> tuple[str, int, int]:
-    """(html, blocks, arms): every matched block in the order first run, each policy's arms side by side."""
+    """(html, blocks, arms): every matched block in plan order (task, perturbation, seed), each policy's arms side by
+    side in the report's mode order (the baseline first, the controls last)."""
     blocks: dict[tuple, dict[str, dict[str, dict]]] = {}
     for r in page.records:
         key = (int(r["task_id"]), r["perturbation"], int(r["seed"]))
