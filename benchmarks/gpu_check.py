@@ -4,7 +4,8 @@
     python benchmarks/gpu_check.py --dry-run     # the same machinery on the CPU: tiny SmolVLA, 1 and 2 workers
 
 For a session lent a GPU (the `device` tool): one command, at most about 10 minutes. The policy is LeRobot's pi05
-at full size (PaliGemma gemma_2b, expert gemma_300m, 4.14e9 parameters) in bfloat16 on CUDA, with random weights
+at full size (PaliGemma gemma_2b, expert gemma_300m, 4.14e9 parameters; LeRobot's chunks of 50 and 10 denoising
+steps) in bfloat16 on CUDA, with random weights
 on purpose (``random_weights: true``: a weightless checkpoint built here offline, `sgvla.policies.tiny`), so the
 numbers measure the machinery (LIBERO workers, the batching policy server, pi05's forward pass), not a policy. A
 random policy fails every episode, so each runs to `--max-steps`.
@@ -42,7 +43,7 @@ def policy_entry(root: Path, dry_run: bool) -> dict:
 
     if dry_run:
         return {"type": "smolvla", "path": str(build_tiny_smolvla(root / "smolvla")), "device": "cpu"}
-    path = build_weightless_pi05(root / "pi05", dtype="bfloat16")
+    path = build_weightless_pi05(root / "pi05", dtype="bfloat16", lerobot_defaults=True)
     return {"type": "pi05", "path": str(path), "device": "cuda", "random_weights": True}
 
 

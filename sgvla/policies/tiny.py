@@ -268,12 +268,13 @@ def build_weightless_pi0(out_dir: str | Path, dtype: str = "float32") -> Path:
     return _save_weightless_pi(cfg, Path(out_dir))
 
 
-def build_weightless_pi05(out_dir: str | Path, dtype: str = "float32") -> Path:
-    """pi05 as `build_weightless_pi0`; budget 200 as pi05's, quantile normalization (state and action)."""
+def build_weightless_pi05(out_dir: str | Path, dtype: str = "float32", lerobot_defaults: bool = False) -> Path:
+    """pi05 as `build_weightless_pi0`; budget 200 as pi05's, quantile normalization (state and action). With
+    `lerobot_defaults`, LeRobot's chunking and denoising steps (chunks of 50, 10 steps) instead of the small ones."""
     from lerobot.policies.pi05.configuration_pi05 import PI05Config
 
-    cfg = PI05Config(device="cpu", input_features=_features(), chunk_size=CHUNK, n_action_steps=CHUNK,
-                     num_inference_steps=2, dtype=dtype)
+    small = {} if lerobot_defaults else {"chunk_size": CHUNK, "n_action_steps": CHUNK, "num_inference_steps": 2}
+    cfg = PI05Config(device="cpu", input_features=_features(), dtype=dtype, **small)
     return _save_weightless_pi(cfg, Path(out_dir))
 
 
