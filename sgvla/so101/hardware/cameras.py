@@ -325,9 +325,14 @@ class TwinSource:
     def frame(self) -> tuple[np.ndarray, np.ndarray | None]:
         """Render now (on the source's render thread): (H, W, 3) uint8 RGB and, for depth cameras, (H, W, 1)
         uint16 millimetres."""
-        if self._thread is None:
+        thread = self._thread  # read once: close() (from another thread) may end it meanwhile
+        if thread is None:
             raise CameraError(f"camera {self.config.name}: open() the source before rendering")
-        return self._thread.submit(self._render).result()
+        try:
+            future = thread.submit(self._render)
+        except RuntimeError as e:  # closed meanwhile: "cannot schedule new futures after shutdown"
+            raise CameraError(f"camera {self.config.name}: closed while a frame was asked for ({e})") from e
+        return future.result()
 
     def _render(self) -> tuple[np.ndarray, np.ndarray | None]:
         if self._view is None:
