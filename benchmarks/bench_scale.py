@@ -19,7 +19,9 @@ Per run: episodes, wall seconds of `run_plan` (worker and server start-up includ
 wall time and "steady" episodes per hour (workers / mean episode time: start-up and the last episodes' tail left
 out), peak resident memory (RSS) of the run's whole process tree (the run's own process, its workers, the policy
 server), sampled by a psutil thread every 0.2 s, the peak of the server process and of the largest worker, and
-the batch sizes the server formed (`RunSummary.policy_server`). "policy RSS" is the tree's peak less the scripted
+the batch sizes the server formed (`RunSummary.policy_server`), and the start-up: from `run_plan`'s start to the
+first episode's start (its record's end, seen by the sampler, less its wall time): worker processes, their imports,
+the first simulator build, and the policy server's start when it serves. "policy RSS" is the tree's peak less the scripted
 run's with the same workers. RSS counts pages shared between processes (shared libraries) once per process; all
 three variants have the same processes apart from the server, so the subtraction mostly cancels them.
 
@@ -118,11 +120,13 @@ class TreeSampler(threading.Thread):
     """Every SAMPLE_S: RSS of this process and all its descendants; keeps the peak of the sum and each process's
     peak, and which process is the policy server (multiprocessing's name for it)."""
 
-    def __init__(self):
+    def __init__(self, records: Path):
         super().__init__(daemon=True)
         import psutil
 
         self.psutil, self.me = psutil, psutil.Process()
+        self.records, self.started = records, time.perf_counter()
+        self.first_record_s: float | None = None  # seconds from the start to the first record line
         self.peak_total = 0
         self.peak_by_pid: dict[int, int] = {}
         self.roles: dict[int, str] = {self.me.pid: "main"}
@@ -135,6 +139,8 @@ class TreeSampler(threading.Thread):
         self.sample()
 
     def sample(self) -> None:
+        if self.first_record_s is None and self.records.is_file() and self.records.stat().st_size:
+            self.first_record_s = time.perf_counter() - self.started
         for child in multiprocessing.active_children():
             if child.name == "sgvla-policy-server" and child.pid:
                 self.roles[child.pid] = "server"
@@ -157,7 +163,7 @@ class TreeSampler(threading.Thread):
         by_role: dict[str, list[int]] = {}
         for pid, peak in self.peak_by_pid.items():
             by_role.setdefault(self.roles.get(pid, "worker"), []).append(peak)
-        return {"peak_total": self.peak_total, "by_role": by_role}
+        return {"peak_total": self.peak_total, "by_role": by_role, "first_record_s": self.first_record_s}
 
 
 def run_one(spec: dict) -> dict:
@@ -179,7 +185,7 @@ def run_one(spec: dict) -> dict:
             perturbations="ambiguous_prompt", modes=["standard"], episodes=spec["episodes"],
             max_steps=spec["max_steps"], workers=spec["workers"], render_images=True, output_dir=out,
             policy_server={"serve": serve, "max_batch": spec["max_batch"], "max_wait_ms": spec["max_wait_ms"]}))
-        sampler = TreeSampler()
+        sampler = TreeSampler(Path(out) / "episodes.jsonl")
         sampler.start()
         t0 = time.perf_counter()
         summary = run_plan(cfg, progress=False)
@@ -189,6 +195,8 @@ def run_one(spec: dict) -> dict:
     return {**spec, "wall_s": wall, "recorded": summary.recorded, "planned": summary.planned,
             "complete": summary.complete, "stopped": summary.stopped, "infra_failed": summary.infra_failed,
             "episode_s": [r["wall_time_s"] for r in records], "steps": [r.get("steps") for r in records],
+            "startup_s": (memory["first_record_s"] - records[0]["wall_time_s"]
+                          if records and memory["first_record_s"] is not None else float("nan")),
             "policy_server": summary.policy_server, **memory}
 
 
@@ -299,7 +307,8 @@ def main() -> None:
     print(f"\n## Copies vs server ({args.episodes} episodes per run, {args.max_steps} steps each, LIBERO-Spatial task 0, "
           f"max_batch {max_batch}, max_wait_ms {args.max_wait_ms:g})\n")
     head = ("| workers | policy | episodes | wall s | episodes/h | steady episodes/h | server/copies (wall, steady) | "
-            "tree peak RSS MiB | policy RSS MiB | server RSS MiB | max worker RSS MiB | mean batch | batch sizes |")
+            "tree peak RSS MiB | policy RSS MiB | server RSS MiB | max worker RSS MiB | start-up s | mean batch | "
+            "batch sizes |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for w in workers:
@@ -320,7 +329,8 @@ def main() -> None:
             eps = f"{per_hour(r):.0f}" if variant != "scripted" else f"({per_hour(r):.0f})"
             steady = f"{steady_per_hour(r):.0f}" if variant != "scripted" else "-"
             print(f"| {w} | {variant} | {r['recorded']} | {r['wall_s']:.1f} | {eps} | {steady} | {ratio} | "
-                  f"{mib(r['peak_total'])} | {prss} | {server_rss} | {mib(max(workers_rss))} | {mean} | {hist} |")
+                  f"{mib(r['peak_total'])} | {prss} | {server_rss} | {mib(max(workers_rss))} | {r['startup_s']:.1f} | {mean} | "
+                  f"{hist} |")
 
     print("\n## Goals\n")
     measured = [w for w in workers if all("error" not in results[(v, w)] for v in ("copies", "server", "scripted"))]
