@@ -70,6 +70,7 @@ def test_a_folder_refuses_another_plan_and_new_run_keeps_the_old_one(finished_ru
     assert "started a new run; the previous run's files are in" in said(capsys)
     (old,) = (out / "superseded").iterdir()
     assert (old / "episodes.jsonl").read_bytes() == before and "max_steps: 3" in (old / "config.yaml").read_text()
+    assert (old / "report.html").is_file()  # the old run's page goes with its records, never beside the new ones
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(records) == 2 and {r["max_steps"] for r in records} == {4}
     assert evaluate(out, "max_steps=4", "--new-run") == 0  # the same plan from scratch: the run moves aside too
