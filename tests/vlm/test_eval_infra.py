@@ -48,7 +48,8 @@ def test_vlm_outage_is_an_infra_failure_retried_by_the_next_run(tmp_path, stub, 
     for r in results:
         assert r["vlm_queries"] >= 1 and r["vlm_failed_queries"] == 0 and r["vlm_failure"] == ""
         assert "(none)" not in r["prompt"] and r["triplets_in_prompt"] > 0
-    assert "| 0 | ambiguous_prompt |" in said and "Not in the table" not in said
+    assert "| 0 | ambiguous_prompt |" in (out / "table.md").read_text() and "Not in the table" not in said
+    assert "all tasks pooled" in said and f"report: {out / 'report.html'}" in said  # the summary, not the table
 
     assert main(["report", str(out)]) == 0
     assert "Not in the table" not in capsys.readouterr().out
