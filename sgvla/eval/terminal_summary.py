@@ -54,6 +54,8 @@ def summary_lines(records: Iterable[dict], outstanding: Iterable[dict] = (), pla
                              f"Δ {100 * c.mcnemar.delta:+.1f} pp, Holm p {_p(c.p_holm)}")
     lines = [part for line in lines for part in (textwrap.wrap(line, width, subsequent_indent="      ",
                                                                drop_whitespace=False) if len(line) > width else [line])]
+    if plan is not None:
+        lines.append(f"seq.: exact sequential McNemar test at alpha={plan.alpha:g}, pairs in the order run (table.md)")
     lines.append("Per task: table.md and table.csv. Every episode, its prompt and arms side by side: report.html")
     if html is not None:
         lines.append(f"report: {html}")

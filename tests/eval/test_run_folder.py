@@ -136,7 +136,8 @@ def test_output_folder_problems_are_messages(finished_run, tmp_path, capsys):
     assert elsewhere.returncode == 0 and (tmp_path / "tables" / "table.csv").is_file()
     # the sequential verdict from the plan stored with the records: one pair planned, run, nothing decided
     table = (tmp_path / "tables" / "table.md").read_text()
-    assert "| inconclusive |" in table and "alpha=0.05" in table and "seq. inconclusive" in elsewhere.stdout
+    assert "| inconclusive |" in table and "alpha=0.05" in table
+    assert "seq. inconclusive" in elsewhere.stdout and "sequential McNemar test at alpha=0.05" in elsewhere.stdout
     assert f"report: {tmp_path / 'tables' / 'report.html'}" in elsewhere.stdout
 
 

@@ -6,7 +6,7 @@ import csv
 import json
 
 from sgvla.cli import main
-from sgvla.eval.report import write_report
+from sgvla.eval.report import SequentialPlan, write_report
 from sgvla.eval.terminal_summary import WIDTH, summary_lines
 
 from .test_html_report import record
@@ -29,8 +29,9 @@ def many_records() -> list[dict]:
 
 def test_the_summary_fits_in_100_columns_and_says_what_the_report_says(tmp_path):
     records = many_records()
-    paths = write_report(tmp_path, records)
-    lines = summary_lines(records, html=paths["html"])
+    plan = SequentialPlan(alpha=0.0125, seeds=4, tasks=3)  # the verdicts too, at an alpha of many digits
+    paths = write_report(tmp_path, records, plan=plan)
+    lines = summary_lines(records, plan=plan, html=paths["html"])
     assert max(len(line) for line in lines[:-1]) <= WIDTH, "\n".join(lines)
     assert lines[-1] == f"report: {paths['html']}"
     assert max(len(line) for line in paths["markdown"].read_text().splitlines()) > 500  # the wide table stays there
@@ -44,6 +45,8 @@ def test_the_summary_fits_in_100_columns_and_says_what_the_report_says(tmp_path)
             assert f"Δ {float(c['delta_pp']):+6.1f} pp vs std, Holm p {float(c['mcnemar_p_holm']):.2g}" in text, c
     for policy in POLICIES:
         assert f"{policy}: 12 matched block(s), all tasks pooled" in text
+    assert text.count("seq. undecided (12/12)") + text.count("seq. inconclusive") + text.count(" better (pair ") == \
+        len(POLICIES) * (len(MODES) - 1) and "McNemar test at alpha=0.0125" in text
 
 
 def test_sgvla_report_prints_the_summary_not_the_table(tmp_path, capsys):
