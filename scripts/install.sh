@@ -12,8 +12,8 @@ stamp_set() { mkdir -p "$STAMPS"; echo "$2" >"$STAMPS/$1"; }
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 
 # 1. Debian packages: headless MuJoCo (EGL and OSMesa), ffmpeg for LeRobot video, a toolchain for
-#    the ROS interfaces, tcpdump for the loopback check.
-APT_PKGS=(ffmpeg libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libosmesa6 libglib2.0-0 cmake g++ ninja-build tcpdump util-linux iproute2)
+#    the ROS interfaces, tcpdump for the loopback check, chromium for the test that opens report.html in a browser.
+APT_PKGS=(ffmpeg libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libosmesa6 libglib2.0-0 cmake g++ ninja-build tcpdump util-linux iproute2 chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
