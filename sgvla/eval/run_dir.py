@@ -64,20 +64,51 @@ def _show(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
 
 
+# Settings a check fills in when the plan runs (the weights' provenance): a plan stored before they existed lacks
+# them, and its records say no more, so their absence there is no difference.
+FILLED_IN = frozenset({"weights_sha256", "weights_revision"})
+
+
+def _choice_defaults(key: str, choice: dict) -> dict[str, Any]:
+    """The option defaults of the registered choice `choice` (a mapping with `type`) of the plan's field `key`."""
+    import dataclasses
+    import typing
+
+    from sgvla.core.registry import Choice
+
+    kind = typing.get_type_hints(EvalConfig).get(key)
+    kind = next(iter(typing.get_args(kind)), kind)  # list[PolicyConfig] -> PolicyConfig
+    try:
+        cls = kind.choice(choice["type"]) if isinstance(kind, type) and issubclass(kind, Choice) else None
+    except (ValueError, KeyError):
+        cls = None
+    if cls is None:
+        return {}
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+
+
 def plan_differences(old: dict[str, Any], new: dict[str, Any], harmless: frozenset[str],
                      defaults: dict[str, Any] | None = None, prefix: str = "") -> list[str]:
     """``key: old -> new`` for every setting outside `harmless` that differs; a key the old plan lacks
-    counts as its default (the plan was written before the setting existed)."""
+    counts as its default (the plan was written before the setting existed), in a choice's options too (a policy
+    entry stored before `tasks` existed is the same policy)."""
     defaults = defaults or {}
     missing = object()
     diffs = []
     for key in [*new, *(k for k in old if k not in new)]:
-        if key in harmless:
+        if key in harmless or (key in FILLED_IN and key not in old):
             continue
         before = old.get(key, defaults.get(key, missing))
         after = new.get(key, missing)
-        if isinstance(before, dict) and isinstance(after, dict) and before.get("type") == after.get("type"):
-            diffs += plan_differences(before, after, frozenset(), prefix=f"{prefix}{key}.")  # a choice's options
+        same_choice = lambda a, b: isinstance(a, dict) and isinstance(b, dict) and a.get("type") == b.get("type")  # noqa: E731
+        if same_choice(before, after):  # a choice's options
+            diffs += plan_differences(before, after, frozenset(), _choice_defaults(key, after), f"{prefix}{key}.")
+        elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after) and \
+                all(same_choice(b, a) for b, a in zip(before, after)) and before:  # a list of choices: each one's
+            for i, (b, a) in enumerate(zip(before, after)):
+                diffs += plan_differences(b, a, frozenset(), _choice_defaults(key, a), f"{prefix}{key}[{i}].")
         elif before != after:
             show = lambda v: "(not set)" if v is missing else _show(v)  # noqa: E731
             diffs.append(f"{prefix}{key}: {show(before)} -> {show(after)}")
