@@ -178,14 +178,6 @@ class EvalConfig:
         names = [p.display_name for p in self.policies]
         if _duplicates(names):
             raise ValueError(f"two policies share a name in {names}; give them distinct `name`s")
-        for p in self.policies:  # a policy's own part of the plan lies within the plan
-            outside = [t for t in p.tasks or () if t not in self.tasks]
-            if p.tasks is not None and (not p.tasks or outside):
-                raise ValueError(f"policy {p.display_name}: tasks {p.tasks} must be some of the plan's tasks "
-                                 f"{self.tasks}" + (f" ({outside} are not)" if outside else ""))
-            if p.episodes is not None and not 1 <= p.episodes <= self.episodes:
-                raise ValueError(f"policy {p.display_name}: episodes must be within [1, {self.episodes}] (the plan's "
-                                 f"episodes), got {p.episodes}")
         self.suite.check_perturbations(self.perturbations)
         if self.view not in self.suite.views:
             raise ValueError(f"unknown view {self.view!r}; the {self.suite.type} suite's cameras are "
@@ -227,6 +219,11 @@ class EvalConfig:
             if value < low:
                 hint = " (leave it out, or null, for the suite's limit)" if key == "max_steps" else ""
                 raise ValueError(f"{key} must be >= {low}, got {value}{hint}")
+        for p in self.policies:  # a policy's own part of the plan: at most so many of its tasks and seeds
+            for key in ("max_tasks", "max_episodes"):
+                if getattr(p, key) is not None and getattr(p, key) < 1:
+                    raise ValueError(f"policy {p.display_name}: {key} must be >= 1, got {getattr(p, key)} (leave it "
+                                     "out, or null, for all of the plan's)")
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be within (0, 1), got {self.alpha} (the significance level, e.g. 0.05)")
         if not self.output_dir:

@@ -46,15 +46,15 @@ def counterbalanced(keys: Sequence[EpisodeKey], modes: Sequence[str], seed: int 
 
 
 def plan(cfg: EvalConfig, all_shards: bool = False) -> list[EpisodeKey]:
-    """Matched order: for each task and seed, every mode and policy back to back (a policy with `tasks` or `episodes`
-    of its own only in those blocks); with `order: counterbalanced`
+    """Matched order: for each task and seed, every mode and policy back to back (a policy with `max_tasks` or
+    `max_episodes` of its own only in the first blocks); with `order: counterbalanced`
     the modes of each such block in a seeded ABBA order (`sgvla.eval.order`). Of those, the episodes of the plan's
     `shard` (whole blocks, dealt round-robin: below), or with `all_shards` every one (what `sgvla
     merge` checks the shards against)."""
 
     keys = [EpisodeKey(p.display_name, task, cfg.perturbations, mode, seed)
-            for task in cfg.tasks for i, seed in enumerate(cfg.seeds) for mode in cfg.modes for p in cfg.policies
-            if p.runs(task, i)]
+            for t, task in enumerate(cfg.tasks) for s, seed in enumerate(cfg.seeds) for mode in cfg.modes
+            for p in cfg.policies if p.runs(t, s)]
     if cfg.order == "counterbalanced":  # before sharding: a block's ABBA order does not depend on the shards
         keys = counterbalanced(keys, cfg.modes, cfg.seed_offset)
     return keys if all_shards else shard_keys(keys, *cfg.shard_index_count)

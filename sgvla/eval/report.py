@@ -83,7 +83,7 @@ class SequentialPlan:
     alpha: float
     seeds: int
     tasks: int
-    parts: tuple = ()  # (policy, seeds, tasks) of the policies that run a part of the plan (their own episodes, tasks)
+    parts: tuple = ()  # (policy, seeds, tasks) of the policies that run a part of the plan (max_episodes, max_tasks)
 
     def planned(self, overall: bool, policy: str | None = None) -> int:
         seeds, tasks = next(((s, t) for name, s, t in self.parts if name == policy), (self.seeds, self.tasks))
@@ -97,9 +97,9 @@ class SequentialPlan:
 
         try:
             seeds, tasks = int(settings["episodes"]), len(settings["tasks"])
-            parts = tuple((p.get("name") or p["type"], int(p.get("episodes") or seeds), len(p.get("tasks") or
-                           settings["tasks"])) for p in settings.get("policies") or ()
-                          if isinstance(p, Mapping) and (p.get("episodes") or p.get("tasks")))
+            parts = tuple((p.get("name") or p["type"], min(seeds, int(p.get("max_episodes") or seeds)),
+                           min(tasks, int(p.get("max_tasks") or tasks))) for p in settings.get("policies") or ()
+                          if isinstance(p, Mapping) and (p.get("max_episodes") or p.get("max_tasks")))
             plan = cls(float(settings.get("alpha", EvalConfig.alpha)), seeds, tasks, parts)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where}: no valid alpha, episodes and tasks for the sequential test ({e!r})") from None

@@ -21,10 +21,11 @@ from sgvla.scene_graph import Ontology
 @dataclass
 class PolicyConfig(Choice, kind="policy"):
     name: str | None = None  # shown in reports and episode keys; defaults per policy type
-    # A part of the plan for this policy alone: its tasks (of the plan's) and how many of the plan's seeds (the
-    # first ones); None: all. A sanity arm (the privileged expert beside the policy under test) needs few episodes.
-    tasks: list[int] | None = None
-    episodes: int | None = None
+    # A part of the plan for this policy alone: at most this many of the plan's tasks and seeds (the first ones; None:
+    # all). A sanity arm (the privileged expert beside the policy under test) needs few episodes; counts, not task
+    # ids, so that a plan's tasks overridden on the command line (tasks=[3]) still leave it its part.
+    max_tasks: int | None = None
+    max_episodes: int | None = None
 
     learned: ClassVar[bool] = False  # reads camera images and the robot state (a LeRobot checkpoint)
     needs_scene: ClassVar[bool] = False  # reads the privileged scene (scripted policies)
@@ -34,9 +35,10 @@ class PolicyConfig(Choice, kind="policy"):
     def display_name(self) -> str:
         return self.name or self.type
 
-    def runs(self, task: int, seed_index: int) -> bool:
-        """Whether this policy runs the plan's episodes of `task` with its `seed_index`-th seed."""
-        return (self.tasks is None or task in self.tasks) and (self.episodes is None or seed_index < self.episodes)
+    def runs(self, task_index: int, seed_index: int) -> bool:
+        """Whether this policy runs the plan's episodes of its `task_index`-th task with its `seed_index`-th seed."""
+        return (self.max_tasks is None or task_index < self.max_tasks) and \
+            (self.max_episodes is None or seed_index < self.max_episodes)
 
     def make(self, *, ontology: Ontology, env_config: Any = None) -> Policy:
         """The policy; `env_config` is the embodiment's LeRobot env config (learned policies' processors)."""

@@ -1,5 +1,5 @@
 """A run folder's stored plan against the plan that would resume it: settings added to sgvla since the folder was
-written (a policy's own `tasks`/`episodes`, `random_weights`, the weights' provenance) are no difference when the
+written (a policy's own `max_tasks`/`max_episodes`, `random_weights`, the weights' provenance) are no difference when the
 new plan leaves them at their defaults, so an upgrade never strands a half-done run; a real change still is one,
 inside a policy entry too."""
 
@@ -25,19 +25,19 @@ def older(settings: dict, *gone: str) -> dict:
 
 def test_options_added_since_the_folder_was_written_are_no_difference():
     new = stored_settings(from_mapping(EvalConfig, PLAN))
-    assert {"tasks", "episodes"} <= new["policies"][0].keys()
+    assert {"max_tasks", "max_episodes"} <= new["policies"][0].keys()
     new["policies"][1]["weights_sha256"] = "ab" * 32  # filled by the weights check when the plan runs
-    old = older(new, "tasks", "episodes", "weights_sha256", "weights_revision")
+    old = older(new, "max_tasks", "max_episodes", "weights_sha256", "weights_revision")
     old["policies"][1]["random_weights"] = True  # the act entry said so itself
     assert plan_differences(old, new, HARMLESS) == []
 
 
 def test_a_real_change_inside_a_policy_entry_is_still_one():
     new = stored_settings(from_mapping(EvalConfig, PLAN))
-    old = older(new, "tasks", "episodes")
+    old = older(new, "max_tasks", "max_episodes")
     old["policies"][1]["path"] = "/ckpt/other_act"
-    old["policies"][0]["episodes"] = 1  # stored with a part of the plan, resumed without it
-    assert plan_differences(old, new, HARMLESS) == ["policies[0].episodes: 1 -> null",
+    old["policies"][0]["max_episodes"] = 1  # stored with a part of the plan, resumed without it
+    assert plan_differences(old, new, HARMLESS) == ["policies[0].max_episodes: 1 -> null",
                                                     "policies[1].path: /ckpt/other_act -> /ckpt/act"]
     pinned = copy.deepcopy(new)
     pinned["policies"][1]["weights_sha256"] = "cd" * 32  # a stored hash is compared: other weights are a change
