@@ -72,11 +72,11 @@ class MovedObjects:
         self.last: dict[str, np.ndarray] = {}
 
     def moved(self, scene, names) -> list[str]:
-        eef = np.asarray(scene.eef_pos, float)[:2]
         out = []
         for name in names:
-            if name not in scene.objects:
+            if name not in scene.objects:  # a perceived scene may lack it (and the gripper's position)
                 continue
+            eef = np.asarray(scene.eef_pos, float)[:2]
             now = np.asarray(scene.position(name), float)
             before = self.last.get(name)
             self.last[name] = now.copy()
