@@ -106,6 +106,8 @@ class TopicEvaluation:
             self.fail(record.key, record.infra_failure)
             return {}
         record.extra.update(self.cfg.suite.record_facts())
+        if record.key.policy in self.configs:  # the weights' provenance, as sgvla eval's workers record it
+            record.extra.update(self.configs[record.key.policy].record_facts())
         data = record.to_json()
         self.results.append(data)
         self.finished += 1

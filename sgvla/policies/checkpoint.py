@@ -46,8 +46,10 @@ def processor_overrides(device: str) -> tuple[dict[str, dict[str, Any]], dict[st
 @contextmanager
 def built_in_dtype(cfg: Any) -> Iterator[None]:
     """Build a policy whose config asks for bfloat16 (pi0, pi05: ``dtype``) in bfloat16: LeRobot builds them in
-    float32 and converts after, a peak of 15.4 GiB for pi05 where the model holds 8.7 GiB. The parameters end in the
-    same dtypes either way (LeRobot's conversion runs after), and a checkpoint's weights replace their values."""
+    float32 and converts after, a peak of 15.4 GiB for pi05 where the model holds 8.7 GiB. Only for making a random
+    checkpoint to save (`sgvla.policies.tiny`): the parts LeRobot keeps in float32 outside PaliGemma (action_in_proj,
+    ...) come out bfloat16 here, so a policy built this way cannot run; loading the saved file into LeRobot's own
+    build casts them back."""
     import torch
 
     if getattr(cfg, "dtype", None) != "bfloat16":

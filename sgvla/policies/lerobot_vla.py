@@ -39,7 +39,7 @@ from lerobot.processor import PolicyProcessorPipeline, TokenizerProcessorStep
 from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS, OBS_STATE
 
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
-from sgvla.policies.checkpoint import built_in_dtype, checkpoint_config, checkpoint_path, processor_overrides
+from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides
 from sgvla.policies.weights import checked_config
 from sgvla.scene_graph.serialize import triplet_spans
 
@@ -101,8 +101,10 @@ class LeRobotPolicy:
         # checked first (LeRobot may load a random model and only print why), or built at random on purpose.
         cfg, self.provenance = checked_config(path, device, policy_type, random_weights, weights_sha256)
         self.cfg = cfg
-        with built_in_dtype(cfg):
-            self.policy = make_policy(cfg=cfg, env_cfg=self.env_cfg, rename_map={})
+        # LeRobot's own build (float32, then its bfloat16 conversion of the PaliGemma part only): built in bfloat16
+        # throughout, pi05's action_in_proj was bfloat16 where LeRobot keeps it float32, and every forward pass
+        # failed ("mat1 and mat2 must have the same dtype"; test_pi_forward, the first time it ran).
+        self.policy = make_policy(cfg=cfg, env_cfg=self.env_cfg, rename_map={})
         self.policy.eval()
         overrides, _ = processor_overrides(self.policy.config.device)
         if max_prompt_tokens is not None:

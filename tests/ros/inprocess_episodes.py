@@ -15,11 +15,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import sgvla.plugins  # noqa: E402,F401
 from sgvla.core.config import load_config  # noqa: E402
 from sgvla.eval.config import EvalConfig  # noqa: E402
-from sgvla.eval.runner import Worker, plan  # noqa: E402
+from sgvla.eval.runner import Worker, check_weights, plan  # noqa: E402
 
 
 def main(config: str, out: str) -> None:
     cfg = load_config(EvalConfig, config)
+    check_weights(cfg)  # as sgvla eval does before its first episode: the records carry the weights' provenance
     worker = Worker(cfg)
     actions: list = []
     records, arrays = [], {}
