@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace) -> int:
             console.print(f"policy server: {name}: {stats['steps']} steps in {stats['batches']} forward passes "
                           f"(mean batch {stats['steps'] / stats['batches']:.2f}, sizes {stats['batch_sizes']})")
     for line in found:  # at most 100 columns, as the summary above
-        console.print(escape(textwrap.fill(line, 100)))
+        console.print(escape(textwrap.fill(line, 100)), soft_wrap=True)  # wrapped here, not again at 80
     if summary.complete:
         return 0
     if summary.stopped:
