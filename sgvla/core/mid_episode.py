@@ -62,6 +62,28 @@ def parse_trigger(value: Any, fail: Callable[[str], Exception]) -> Trigger:
     raise fail(f"'when' is a stage ({', '.join(TRIGGER_STAGES)}), {{stage: <stage>}} or {{step: N}}, got {value!r}")
 
 
+CHANGE_KEYS = frozenset({"when", "poses", "remove"})  # what a suite's mid-episode change may hold
+
+
+def change_list(entry: dict, fail: Callable[[str, str], Exception]) -> list:
+    """A task entry's ``during`` list (empty when absent); ``fail(key, msg)`` makes the error to raise."""
+    during = entry.get("during") or []
+    if not isinstance(during, list):
+        raise fail("during", "must be a list of changes {when, poses, remove}")
+    return during
+
+
+def change_trigger(change: Any, fail: Callable[[str, str], Exception]) -> Trigger:
+    """The trigger of one change of a ``during`` list, after checking that it is a mapping of known keys; the
+    suite parses its poses and removals (they name its own objects)."""
+    if not isinstance(change, dict) or "when" not in change:
+        raise fail("during", f"each change is a mapping with 'when' and 'poses' and/or 'remove', got {change!r}")
+    unknown = sorted(set(change) - CHANGE_KEYS)
+    if unknown:
+        raise fail("during", f"unknown key {unknown[0]!r}; a change has {sorted(CHANGE_KEYS)}")
+    return parse_trigger(change["when"], lambda msg: fail("during", msg))
+
+
 def triggers_text(triggers: Sequence[Trigger]) -> str:
     """The triggers as the text episode facts carry: ``reached; step 40``."""
     return "; ".join(map(str, triggers))
@@ -110,5 +132,6 @@ class MidEpisodeWatch:
         return now
 
 
-__all__ = ["STEPS_KEY", "TRIGGERS_KEY", "TRIGGER_STAGES", "MidEpisodeWatch", "Trigger", "parse_trigger",
+__all__ = ["CHANGE_KEYS", "STEPS_KEY", "TRIGGERS_KEY", "TRIGGER_STAGES", "MidEpisodeWatch", "Trigger",
+           "change_list", "change_trigger", "parse_trigger",
            "triggers_of", "triggers_text"]

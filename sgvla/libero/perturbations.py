@@ -51,7 +51,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from sgvla.core.mid_episode import Trigger, parse_trigger, triggers_text
+from sgvla.core.mid_episode import Trigger, change_list, change_trigger, triggers_text
 from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
 from sgvla.libero.bddl import BddlProblem
 from sgvla.libero.cameras import CAMERAS
@@ -65,7 +65,6 @@ ROBOT_JOINT_PREFIXES = ("robot0_", "gripper0_")
 
 _SET_KEYS = {"name", "description", "subject_filter", "tasks"}
 _TASK_KEYS = {"remove", "prompt", "cameras", "poses", "settle_steps", "during"}
-_CHANGE_KEYS = {"when", "poses", "remove"}
 PARKED_AT = np.array([0.0, 3.0, 0.5])  # world position (beside the arena, out of every camera) of removed objects
 
 
@@ -208,9 +207,7 @@ def _parse_task(entry: Any, problem: BddlProblem, fail: Fail) -> TaskPerturbatio
     settle = entry.get("settle_steps", DEFAULT_SETTLE_STEPS)
     if not isinstance(settle, int) or settle < 0:
         raise fail("settle_steps", "must be a non-negative integer")
-    during = entry.get("during") or []
-    if not isinstance(during, list):
-        raise fail("during", "must be a list of changes {when, poses, remove}")
+    during = change_list(entry, fail)
     changes = tuple(_parse_change(c, problem, movable, fail) for c in during)
     return TaskPerturbation(tuple(remove), prompt, tuple(cameras) if cameras else None, poses, settle,  # type: ignore[arg-type]
                             changes)
@@ -218,12 +215,7 @@ def _parse_task(entry: Any, problem: BddlProblem, fail: Fail) -> TaskPerturbatio
 
 def _parse_change(change: Any, problem: BddlProblem, movable: set[str], fail: Fail) -> MidEpisodeChange:
     """One mid-episode change: its trigger, pose operations on movable objects, removals of non-goal objects."""
-    if not isinstance(change, dict) or "when" not in change:
-        raise fail("during", f"each change is a mapping with 'when' and 'poses' and/or 'remove', got {change!r}")
-    unknown = sorted(set(change) - _CHANGE_KEYS)
-    if unknown:
-        raise fail("during", f"unknown key {unknown[0]!r}; a change has {sorted(_CHANGE_KEYS)}")
-    when = parse_trigger(change["when"], lambda msg: fail("during", msg))
+    when = change_trigger(change, fail)
     poses = tuple(_parse_op(op, movable, lambda _, msg: fail("during", msg)) for op in change.get("poses") or [])
     remove = tuple(_names(change.get("remove", []), "during", fail))
     for name in remove:

@@ -43,7 +43,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from sgvla.core.mid_episode import Trigger, parse_trigger, triggers_text
+from sgvla.core.mid_episode import Trigger, change_list, change_trigger, triggers_text
 from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
 from sgvla.paths import CONFIG_DIR
 from sgvla.so101.twin.config import OBJECTS, TARGET, TaskLayout, TwinConfig, load_twin_config
@@ -53,7 +53,6 @@ NONE = "none"  # the tasks as configured
 
 _SET_KEYS = {"name", "description", "tasks"}
 _TASK_KEYS = {"prompt", "poses", "add", "remove", "during"}
-_CHANGE_KEYS = {"when", "poses", "remove"}
 PARKED_AT = np.array([0.0, 3.0, 0.05])  # world position, beside the rig and out of its cameras, of removed objects
 SETTLE_S = 0.3  # seconds of physics, the arm held, after a mid-episode change
 
@@ -228,9 +227,7 @@ def _parse_task(entry: Any, task: TaskLayout, fail: Fail) -> TaskPerturbation:
     if not isinstance(poses, list):
         raise fail("poses", "must be a list of operations")
     ops = tuple(_parse_op(op, present, fail) for op in poses)
-    during = entry.get("during") or []
-    if not isinstance(during, list):
-        raise fail("during", "must be a list of changes {when, poses, remove}")
+    during = change_list(entry, fail)
     changes = tuple(_parse_change(c, task, present, fail) for c in during)
     return TaskPerturbation(prompt, ops, {n: (float(x), float(y)) for n, (x, y) in add.items()}, tuple(remove),
                             changes)
@@ -238,12 +235,7 @@ def _parse_task(entry: Any, task: TaskLayout, fail: Fail) -> TaskPerturbation:
 
 def _parse_change(change: Any, task: TaskLayout, present: set[str], fail: Fail) -> MidEpisodeChange:
     """One mid-episode change: its trigger, pose operations and removals (no goal object, no support)."""
-    if not isinstance(change, dict) or "when" not in change:
-        raise fail("during", f"each change is a mapping with 'when' and 'poses' and/or 'remove', got {change!r}")
-    unknown = sorted(set(change) - _CHANGE_KEYS)
-    if unknown:
-        raise fail("during", f"unknown key {unknown[0]!r}; a change has {sorted(_CHANGE_KEYS)}")
-    when = parse_trigger(change["when"], lambda msg: fail("during", msg))
+    when = change_trigger(change, fail)
     poses = change.get("poses") or []
     if not isinstance(poses, list):
         raise fail("during", "'poses' must be a list of operations")
