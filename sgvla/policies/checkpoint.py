@@ -43,6 +43,22 @@ def processor_overrides(device: str) -> tuple[dict[str, dict[str, Any]], dict[st
             {"device_processor": dict(on_device)})
 
 
+def use_threads(threads: int) -> None:
+    """Compute this process's torch CPU work on `threads` intra-op threads (a policy's `threads`), before each
+    forward pass.
+
+    Why fixed, and not the machine's default: a float32 sum split over N threads rounds differently for each N, so
+    the same weights and inputs give actions ~1e-8 apart, and closed-loop episodes that part (the action digest sees
+    it). torch's default follows the process's environment: all cores in `sgvla eval`'s own processes, one in a Ray
+    actor (Ray sets OMP_NUM_THREADS=1 there), which made a tiny ACT's digests differ between a local and a Ray run
+    of one plan. With the number in the plan every executor computes alike. Process-wide, as torch's setting is;
+    set only when it differs (a change rebuilds torch's thread pool)."""
+    import torch
+
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 @contextmanager
 def built_in_dtype(cfg: Any) -> Iterator[None]:
     """Build a policy whose config asks for bfloat16 (pi0, pi05: ``dtype``) in bfloat16: LeRobot builds them in

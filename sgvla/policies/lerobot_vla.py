@@ -39,7 +39,7 @@ from lerobot.processor import PolicyProcessorPipeline, TokenizerProcessorStep
 from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS, OBS_STATE
 
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
-from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides
+from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides, use_threads
 from sgvla.policies.weights import checked_config
 from sgvla.scene_graph.serialize import triplet_spans
 
@@ -89,8 +89,10 @@ class LeRobotPolicy:
         policy_type: str | None = None,
         random_weights: bool = False,
         weights_sha256: str | None = None,
+        threads: int = 2,
     ) -> None:
         path = checkpoint_path(path)
+        self.threads = threads
         if max_prompt_tokens is not None and max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be positive, got {max_prompt_tokens}")
         self.path = path
@@ -185,6 +187,7 @@ class LeRobotPolicy:
         """One step of each session, as `lerobot_eval` steps one env: every observation through the processors,
         and one forward pass (`predict_action_chunk`) for the sessions whose chunk has run out; each session then
         plays the next action of its own chunk (`select_action`'s queue, kept per session)."""
+        use_threads(self.threads)
         amp = torch.autocast(device_type=self.policy.config.device) if self.cfg.use_amp else nullcontext()
         with torch.no_grad(), amp:
             prepared = [self._prepare(session, step) for session, step in zip(sessions, steps, strict=True)]

@@ -70,6 +70,7 @@ class LeRobotPolicyConfig(PolicyConfig):
 
     path: str = ""
     device: str = "cpu"
+    threads: int = 2  # torch CPU threads, fixed so every executor rounds alike (sgvla.policies.checkpoint.use_threads)
     max_prompt_tokens: int | None = None  # overrides the tokenizer's max length (an experiment; see LeRobotPolicy)
     random_weights: bool = False  # the checkpoint holds no weights: evaluate a randomly initialised model, marked so
     weights_sha256: str | None = None  # model.safetensors' SHA-256: filled by the check, or given to pin it
@@ -81,6 +82,8 @@ class LeRobotPolicyConfig(PolicyConfig):
     def __post_init__(self) -> None:
         if not self.path:
             raise ValueError(f"policy type {self.type!r} needs a path: a hub id (owner/name) or a local directory")
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1 (torch's CPU threads for the policy), got {self.threads}")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be >= 1 (or unset), got {self.max_prompt_tokens}")
 
@@ -95,7 +98,8 @@ class LeRobotPolicyConfig(PolicyConfig):
 
         return LeRobotPolicy(self.path, device=self.device, max_prompt_tokens=self.max_prompt_tokens,
                              name=self.name, env_cfg=env_config, policy_type=self.checkpoint_type,
-                             random_weights=self.random_weights, weights_sha256=self.weights_sha256)
+                             random_weights=self.random_weights, weights_sha256=self.weights_sha256,
+                             threads=self.threads)
 
     def check_weights(self) -> None:
         from sgvla.policies.weights import checked_config

@@ -53,7 +53,7 @@ class So101Checkpoint:
 
     def __init__(self, path: str | Path, device: str = "cpu", min_inference_s: float = 0.0,
                  policy_type: str | None = None, random_weights: bool = False,
-                 weights_sha256: str | None = None) -> None:
+                 weights_sha256: str | None = None, threads: int = 2) -> None:
         import torch
         from lerobot.configs import FeatureType
         from lerobot.policies import make_pre_post_processors
@@ -64,6 +64,7 @@ class So101Checkpoint:
 
         if min_inference_s < 0:
             raise ValueError(f"min_inference_s must be >= 0, got {min_inference_s}")
+        self.threads = threads
         path = checkpoint_path(path)
         cfg, self.provenance = checked_config(path, device, policy_type, random_weights, weights_sha256)
         state = cfg.input_features.get(STATE)
@@ -116,7 +117,10 @@ class So101Checkpoint:
         (None: drawn at random)."""
         from sgvla.policies.lerobot_vla import stack_batches
 
+        from sgvla.policies.checkpoint import use_threads
+
         torch = self._torch
+        use_threads(self.threads)
         started = time.monotonic()
         with torch.inference_mode():
             batch = stack_batches([self.preprocessor(self.batch(o, t)) for o, t in zip(observations, tasks,
@@ -359,7 +363,7 @@ class So101Embodiment:
             raise ValueError("max_prompt_tokens is not supported for SO101 checkpoints yet")
         checkpoint = So101Checkpoint(config.path, device=config.device, policy_type=config.checkpoint_type,
                                      min_inference_s=self.min_inference_s, random_weights=config.random_weights,
-                                     weights_sha256=config.weights_sha256)
+                                     weights_sha256=config.weights_sha256, threads=config.threads)
         if self.chunked:
             return So101ChunkedPolicy(checkpoint, config.display_name, self.refill_at)
         return So101LeRobotPolicy(checkpoint, config.display_name)
