@@ -39,8 +39,8 @@ def finding(records: Iterable[dict], privileged: Iterable[str] = (), alpha: floa
         said = (f"{policy}: the scene graph {change} success from {main.reference_successes}/{n} (standard) to "
                 f"{main.treatment_successes}/{n} (scene_graph), Holm p = {_p(main.p_holm)}")
         if main.p_holm >= alpha:
-            lines.append(f"{said}: not significant at alpha = {alpha}; more matched episodes (episodes=, tasks=) "
-                         "would tell.")
+            lines.append(f"{said}: not significant at alpha = {alpha}; more matched episodes would tell (raise the "
+                         "plan's episodes= or tasks=).")
             continue
         controls = [c for (t, r), c in mine.items() if t == TREATMENT and is_control(r)]
         beaten = [c for c in controls if c.p_holm < alpha and c.mcnemar.delta > 0]
