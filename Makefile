@@ -10,14 +10,14 @@ install:
 eval: install
 	$(VENV)/bin/sgvla eval --config config/eval/default.yaml
 
-# everything: the integration tests one after another in one worker, the pure ones in the other (tests/tiers.py)
+# everything, on two workers; the tests of a module that share a module fixture on one (tests/tiers.py)
 test: install
 	$(PY) -m pytest -n 2 --dist loadgroup
 
 # day-to-day: the tests that start no process, ROS context, Ray or launch and take under a minute, in parallel
 # (tests/tiers.py says which; `make test` runs them and all the others)
 test-fast: install
-	$(PY) -m pytest -n 2 -m 'not integration and not slow and not readme'
+	$(PY) -m pytest -n 2 --dist loadgroup -m 'not integration and not slow and not readme'
 
 # every command of README.md in order, in a fresh folder (long: see README, "Testing")
 test-readme: install

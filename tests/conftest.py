@@ -32,6 +32,7 @@ from sgvla.launch.ros_domain import lease_free_domain, with_leases  # noqa: E402
 children_end_with_the_session()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups tiers.mark gives
 def pytest_collection_modifyitems(config, items):
     tiers.mark(items)
 

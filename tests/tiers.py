@@ -30,19 +30,32 @@ PROBES = {"ldconfig", "/sbin/ldconfig", "gcc", "cc", "uname", "ld", "objdump", "
 
 
 def mark(items: list[pytest.Item]) -> None:
-    """Add `integration` to the items that their folder or fixtures say start processes or ROS, and put every
-    integration test in one xdist group: under `pytest -n 2 --dist loadgroup` (make test) they run one after
-    another in one worker, as they always have (their timing margins assume one neighbour at most), while the other
-    worker runs the pure tests beside them."""
+    """Add `integration` to the items that their folder or fixtures say start processes or ROS, and give the tests
+    of a module that share a module-scoped fixture one xdist group (its module's path).
+
+    Why the groups: under `pytest -n 2 --dist loadgroup` (make test) tests go to whichever worker is free, and a
+    module fixture is set up once per worker that runs one of its tests: test_sim_eval's three runs over topics
+    (a minute) and test_shards' runs were done twice. A group runs on one worker, so its fixture is set up once.
+    Integration tests are not kept apart otherwise: they run beside each other (each leases its own ROS domain,
+    has its own temporary folders and reaps its own processes; scripts/stress_tests.sh runs them beside two busy
+    processes). Needs `conftest.pytest_collection_modifyitems` to run before xdist's (tryfirst), which turns the
+    group into the test's id suffix, and pytest < 9.2 (requirements.txt)."""
     for item in items:
         try:
-            folder = Path(item.path).relative_to(TESTS).parts[0]
+            parts = Path(item.path).relative_to(TESTS).parts
         except ValueError:
-            folder = ""
-        if folder in INTEGRATION_FOLDERS or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+            parts = ()
+        if (parts and parts[0] in INTEGRATION_FOLDERS) or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
-        if item.get_closest_marker("integration"):
-            item.add_marker(pytest.mark.xdist_group("integration"))
+        if parts and shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group("/".join(parts)))
+
+
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """The test uses a fixture set up once per module (or class, or package): built for its neighbours too."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d and d[-1].scope in ("module", "class", "package") for d in defs)
 
 
 class StartedProcess(Exception):

@@ -54,3 +54,20 @@ def test_folders_and_fixtures_that_start_processes_are_marked(request):
             assert item.get_closest_marker("integration"), f"{item.nodeid} uses a ROS or bus fixture, unmarked"
     me = request.node
     assert me.get_closest_marker("integration") is None
+
+
+@pytest.mark.integration
+def test_tests_sharing_a_module_fixture_run_on_one_worker(tmp_path):
+    """`make test`'s `-n 2 --dist loadgroup` sets a module fixture up once: the group tiers.mark gives reaches xdist
+    (conftest's hook runs first, and pytest 9.2 broke xdist 3.8's groups: both workers set it up, as test_sim_eval's
+    minute of runs was, twice)."""
+    import sys
+
+    notes = tmp_path / "setups.txt"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+                          "-q", str(Path(__file__).with_name("grouping_probe.py"))], cwd=tiers.TESTS.parent,
+                         env={**os.environ, "SGVLA_GROUPING_PROBE": str(notes)}, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "4 passed" in run.stdout
+    assert len(notes.read_text().split()) == 1, f"the module fixture was set up by {notes.read_text().split()}"
