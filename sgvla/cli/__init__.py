@@ -37,13 +37,24 @@ SUBCOMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its -h option in a sentence of ours (argparse's reads "show this help message and exit").
+    Sub-commands' parsers are of the class of their parent, so every `--help` of sgvla gets it."""
+
+    def __init__(self, *args, add_help: bool = True, **kwargs):
+        super().__init__(*args, add_help=False, **kwargs)
+        if add_help:
+            self.add_argument("-h", "--help", action="help", help="Show this help and exit.")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of one subcommand (its module alone is imported, so `sgvla doctor` does not load
     the simulator), or of all of them for the overview help."""
-    parser = argparse.ArgumentParser(prog="sgvla", description=DESCRIPTION,
-                                     epilog="Run `sgvla` alone for the first commands and the shipped plans; "
-                                            "`sgvla COMMAND --help` explains each command.")
-    parser.add_argument("--version", action="version", version=f"sgvla {__version__}")
+    parser = Parser(prog="sgvla", description=DESCRIPTION,
+                    epilog="Run `sgvla` alone for the first commands and the shipped plans; "
+                           "`sgvla COMMAND --help` explains each command.")
+    parser.add_argument("--version", action="version", version=f"sgvla {__version__}",
+                        help="Print sgvla's version and exit.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         if command is None or name == command:
@@ -82,7 +93,7 @@ def getting_started(width: int = 100) -> str:
         plans.append((f"config/eval/{path.name}", first_sentence(" ".join(head), limit=width)))
     left = max(len(name) for name, _ in plans) + 4
     lines = [textwrap.fill(DESCRIPTION, width), "",
-             "Start here (after `make install`, with .venv/bin on your PATH or `source .venv/bin/activate`):",
+             "Start here (after `make install`, in a shell where `source .venv/bin/activate` has run):",
              "  sgvla doctor                 checks this machine: simulators, ROS 2, LeRobot, devices",
              "  sgvla eval                   runs the main job (config/eval/default.yaml), as `make eval` does",
              "  sgvla eval --config PLAN     runs a shipped plan or your own; `sgvla eval --help` lists its keys",

@@ -1,4 +1,4 @@
-"""``sgvla annotate INPUT``: scene graphs for a dataset, by what the input is.
+"""``sgvla annotate INPUT`` stores scene graphs of a dataset, by what the input is.
 
 - A LeRobot dataset folder (``meta/info.json``; as ``sgvla record`` or ``sgvla demos generate --suite so101_twin``
   write it): each episode is replayed through the fiducial perception, and the perceived object poses and each
@@ -16,23 +16,23 @@ import sys
 from pathlib import Path
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("annotate", help="scene graphs (and, for a LeRobot dataset, perceived object poses) of a "
-                       "dataset, stored with it (resumable)", description=__doc__,
+    p = sub.add_parser("annotate", help="Scene graphs (and, for a LeRobot dataset, perceived object poses) of a "
+                       "dataset, stored with it (resumable).", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", type=Path, help="a LeRobot dataset folder, or a LIBERO-layout HDF5 file")
+    p.add_argument("input", type=Path, help="A LeRobot dataset folder, or a LIBERO-layout HDF5 file.")
     lerobot = p.add_argument_group("LeRobot dataset")
     lerobot.add_argument("--camera", action="append", default=[], metavar="NAME=CALIBRATION",
-                         help="a dataset camera (observation.images.NAME) and its calibration (a name in "
+                         help="A dataset camera (observation.images.NAME) and its calibration (a name in "
                               "calibration/ or a YAML path, with extrinsics); repeat per camera. Default: every "
-                              "camera of the dataset, each with the calibration of its own name")
+                              "camera of the dataset, each with the calibration of its own name.")
     lerobot.add_argument("--markers", type=Path, default=None,
-                         help="marker config (default config/perception/so101_markers.yaml)")
+                         help="Marker config (default config/perception/so101_markers.yaml).")
     lerobot.add_argument("--redo", action="store_true",
-                         help="annotate every episode anew (needed to change the cameras or marker config)")
+                         help="Annotate every episode anew (needed to change the cameras or marker config).")
     libero = p.add_argument_group("LIBERO-layout HDF5 file")
-    libero.add_argument("--out", help="output file (default: replace the input atomically when done; the input is "
-                                      "never modified unless --out names it)")
-    libero.add_argument("--image-size", type=int, default=None, help="box image size when the file stores no images")
+    libero.add_argument("--out", help="Output file (default: replace the input atomically when done; the input is "
+                                      "never modified unless --out names it).")
+    libero.add_argument("--image-size", type=int, default=None, help="Box image size when the file stores no images.")
     p.set_defaults(func=run)
 
 

@@ -12,7 +12,8 @@ _ITEM = re.compile(r"[A-Za-z_][\w.]*:?=")  # key=value, or name:=value (refused 
 
 
 def add_overrides_argument(parser, what: str, example: str) -> None:
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help=f"{what}, e.g. {example}; {SYNTAX}")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help=f"{what[:1].upper()}{what[1:]}, e.g. {example}; {SYNTAX}.")
 
 
 def split_items(items: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -22,6 +23,13 @@ def split_items(items: Iterable[str]) -> tuple[list[str], list[str]]:
     for item in items:
         (overrides if _ITEM.match(item) and not Path(item).exists() else paths).append(item)
     return paths, overrides
+
+
+def sentence(text: str) -> str:
+    """A help text as a sentence: capitalised, ending in a full stop. The settings' texts are written as phrases,
+    being the ROS parameters' descriptions too; `--help` shows them as the sentences every help text is."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "?", "!")) else ".")
 
 
 def add_settings(parser, cls) -> None:
@@ -34,7 +42,8 @@ def add_settings(parser, cls) -> None:
     for spec in specs(cls):
         if spec.kind is bool:
             action = "store_true" if spec.default is False else argparse.BooleanOptionalAction
-            parser.add_argument(spec.cli_flag, dest=spec.name, action=action, default=spec.default, help=spec.help)
+            parser.add_argument(spec.cli_flag, dest=spec.name, action=action, default=spec.default,
+                                help=sentence(spec.help))
             continue
 
         def parse(text: str, spec=spec):
@@ -46,7 +55,7 @@ def add_settings(parser, cls) -> None:
         parse.__name__ = spec.kind.__name__
         default = argparse.SUPPRESS if spec.required else spec.default
         parser.add_argument(spec.cli_flag, dest=spec.name, type=parse, default=default, required=spec.required,
-                            choices=spec.choices or None, help=spec.help)
+                            choices=spec.choices or None, help=sentence(spec.help))
 
 
 def settings_from(args, cls):

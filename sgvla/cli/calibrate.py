@@ -12,10 +12,10 @@ BOARD_FRAME = ("the board frame is OpenCV's: origin at the top-left corner of th
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="calibrate a camera from ChArUco board images",
+    p = sub.add_parser("calibrate", help="Calibrate a camera from ChArUco board images.",
                        description="Calibration tools. `camera`: intrinsics and extrinsics from a ChArUco board.")
     targets = p.add_subparsers(dest="target", metavar="TARGET", required=True)
-    c = targets.add_parser("camera", help="intrinsics (and pose in the base frame) from ChArUco images",
+    c = targets.add_parser("camera", help="Intrinsics (and pose in the base frame) from ChArUco images.",
                            description="Finds the ChArUco board in each image, calibrates the intrinsics (OpenCV "
                                        "plumb_bob model) and writes OUT/NAME.yaml in ROS camera_info format. With "
                                        "--extrinsic-image and --board-pose, also the optical frame's pose in the "
@@ -23,22 +23,22 @@ def add_parser(sub) -> None:
                                        "Without them, the output file's existing extrinsics are kept (with --force). "
                                        "An existing OUT/NAME.yaml is never replaced without --force, so the shipped "
                                        "calibration/ files are only changed on purpose.")
-    c.add_argument("--images", required=True, help="folder of images, or a glob pattern (quote it)")
+    c.add_argument("--images", required=True, help="Folder of images, or a glob pattern (quote it).")
     c.add_argument("--board", required=True, metavar="SX,SY,SQUARE_M,MARKER_M[,DICT]",
-                   help="squares across and down, square and marker side in metres, ArUco dictionary "
-                        "(default DICT_5X5_100), e.g. 7,5,0.04,0.03")
-    c.add_argument("--name", required=True, help="camera name: the file is OUT/NAME.yaml (e.g. agentview)")
-    c.add_argument("--extrinsic-image", type=Path, help="an image of the board lying at --board-pose")
+                   help="Squares across and down, square and marker side in metres, ArUco dictionary "
+                        "(default DICT_5X5_100), e.g. 7,5,0.04,0.03.")
+    c.add_argument("--name", required=True, help="Camera name: the file is OUT/NAME.yaml (e.g. agentview).")
+    c.add_argument("--extrinsic-image", type=Path, help="An image of the board lying at --board-pose.")
     c.add_argument("--board-pose", metavar="X,Y,Z,QX,QY,QZ,QW",
-                   help="the board frame's pose in --parent-frame (metres, quaternion)")
-    c.add_argument("--parent-frame", default="base_link", help="frame of --board-pose (default: base_link)")
+                   help="The board frame's pose in --parent-frame (metres, quaternion).")
+    c.add_argument("--parent-frame", default="base_link", help="Frame of --board-pose (default: base_link).")
     c.add_argument("--k-coefficients", type=int, choices=(2, 3), default=2,
-                   help="radial distortion terms; 2 fixes k3 at 0, as ROS camera_calibration does (default 2)")
+                   help="Radial distortion terms; 2 fixes k3 at 0, as ROS camera_calibration does (default 2).")
     c.add_argument("--out", type=Path, default=Path("."),
-                   help="output folder (default: the current folder); a rig reads the file by its path (a camera's "
+                   help="Output folder (default: the current folder); a rig reads the file by its path (a camera's "
                         "`calibration: path/NAME.yaml`), or by name from sgvla's calibration/ folder "
-                        "(--out calibration --force replaces the shipped one)")
-    c.add_argument("--force", action="store_true", help="replace OUT/NAME.yaml if it exists")
+                        "(--out calibration --force replaces the shipped one).")
+    c.add_argument("--force", action="store_true", help="Replace OUT/NAME.yaml if it exists.")
     c.set_defaults(func=run_camera, parser=c)
 
 

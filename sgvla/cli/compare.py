@@ -7,14 +7,14 @@ import argparse
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="list the episodes two runs disagree on (success, steps, actions)",
+    p = sub.add_parser("compare", help="List the episodes two runs disagree on (success, steps, actions).",
                        description="Match the episodes of two runs (run folders of sgvla eval, or records files of "
                                    "lerobot-eval --env.records) and list those whose success, steps or action "
                                    "digest differ; exit 1 when any do, 0 when every matched episode agrees, 2 when "
                                    "a run cannot be read or no episode matches. Says which plan settings that "
                                    "change outcomes differ between the runs.")
-    p.add_argument("run_a", metavar="RUN_A", help="a run folder or a records (.jsonl) file")
-    p.add_argument("run_b", metavar="RUN_B", help="a run folder or a records (.jsonl) file")
+    p.add_argument("run_a", metavar="RUN_A", help="A run folder or a records (.jsonl) file.")
+    p.add_argument("run_b", metavar="RUN_B", help="A run folder or a records (.jsonl) file.")
     p.set_defaults(func=run)
 
 

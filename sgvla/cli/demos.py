@@ -1,4 +1,4 @@
-"""``sgvla demos generate``: scripted-expert demonstrations of a registered suite, in the suite's own format
+"""``sgvla demos generate`` records scripted-expert demonstrations of a registered suite, in the suite's own format
 (`SuiteConfig.generate_demos`): ``--suite libero_spatial`` (default) LIBERO's HDF5 layout; ``--suite so101_twin`` a
 LeRobot dataset of the SO101 twin, with the features `sgvla record` writes on the arm, ready for ``lerobot-train``."""
 
@@ -30,25 +30,29 @@ def _image_size(text: str) -> tuple[int, int]:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demos", help="LIBERO-format demonstrations")
+    p = sub.add_parser("demos", help="Scripted-expert demonstrations: LIBERO's HDF5 files or a LeRobot dataset.",
+                       description="Scripted-expert demonstrations; `sgvla demos generate --help` says how they "
+                                   "are made and stored.")
     demos_sub = p.add_subparsers(dest="demos_command", metavar="ACTION", required=True)
-    g = demos_sub.add_parser("generate", help="record scripted-expert demos of LIBERO-Spatial or SO101-twin tasks "
-                                              "(resumable)")
+    g = demos_sub.add_parser("generate", help="Record scripted-expert demos of LIBERO-Spatial or SO101-twin tasks "
+                                              "(resumable).", description=__doc__)
     g.add_argument("--suite", default="libero_spatial",
-                   help="a registered suite that writes demos: libero_spatial (LIBERO HDF5 files), so101_twin (one "
-                        "LeRobot dataset, as sgvla record writes)")
+                   help="A registered suite that writes demos: libero_spatial (LIBERO HDF5 files), so101_twin (one "
+                        "LeRobot dataset, as sgvla record writes).")
     g.add_argument("--tasks", type=_task_ids, default=None,
-                   help="comma-separated task ids (default: all of the suite's)")
-    g.add_argument("--episodes", type=int, default=50, help="successful demos per task")
-    g.add_argument("--out", required=True, help="libero_spatial: directory (one <task>_demo.hdf5 per task) or one "
-                                                "HDF5 file; so101_twin: the dataset folder (created, or resumed)")
+                   help="Comma-separated task ids (default: all of the suite's).")
+    g.add_argument("--episodes", type=int, default=50, help="Successful demos per task.")
+    g.add_argument("--out", required=True, help="For libero_spatial, a directory (one <task>_demo.hdf5 per task) or "
+                                                "one HDF5 file; for so101_twin, the dataset folder (created, or "
+                                                "resumed).")
     g.add_argument("--profile", default="reference", choices=("reference", "fast"),
-                   help="libero_spatial: render profile")
+                   help="The render profile of libero_spatial.")
     g.add_argument("--image-size", type=_image_size, default=None,
-                   help="N or WIDTHxHEIGHT (libero_spatial: square, default 128; so101_twin: default 128x96)")
-    g.add_argument("--max-steps", type=int, default=None, help="so101_twin: control steps before an episode fails")
-    g.add_argument("--perturbation", default="none", help="perturbation set name or YAML path")
-    g.add_argument("--max-attempts", type=int, default=None, help="seeds to try per task (default: 3 x episodes)")
+                   help="N or WIDTHxHEIGHT (libero_spatial: square, default 128; so101_twin: default 128x96).")
+    g.add_argument("--max-steps", type=int, default=None,
+                   help="For so101_twin, the control steps before an episode fails.")
+    g.add_argument("--perturbation", default="none", help="Perturbation set name or YAML path.")
+    g.add_argument("--max-attempts", type=int, default=None, help="Seeds to try per task (default: 3 x episodes).")
     g.set_defaults(func=run_generate)
 
 

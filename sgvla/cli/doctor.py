@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("doctor", help="report what is installed and usable, and which devices are plugged in",
+    p = sub.add_parser("doctor", help="Report what is installed and usable, and which devices are plugged in.",
                        description="One row per component; exits 1 when a row failed (they are named on the last "
                                    "line). Device rows (serial ports, cameras) are information, never failures.")
     p.set_defaults(func=run)

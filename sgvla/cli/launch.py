@@ -17,7 +17,7 @@ LAUNCH_SYNTAX = ("Launch arguments are name=value items (`ros2 launch` writes na
                  "(nothing: empty), read by the argument's type. eval_overrides holds the key=value items of "
                  "`sgvla eval` in one argument: quote it for the shell, items with spaces quoted inside, e.g. "
                  "eval_overrides=\"tasks=[0] 'policies=[{type: expert}]'\".")
-EXAMPLES = """examples:
+EXAMPLES = """Examples:
   sgvla launch sim_eval eval_overrides='tasks=[0] episodes=1' stepping=free_running
   sgvla launch hardware sim=true teleop=leader record=~/data/twin episodes=5
   sgvla launch hardware --table
@@ -44,18 +44,18 @@ def launch_arguments(items: list[str]) -> dict[str, str]:
 def _options(parser) -> None:
     parser.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: a free one); refused when something "
                                                       "is on that domain already or another sgvla launch holds it "
-                                                      "(checking takes about 3 s)")
-    parser.add_argument("--share-domain", action="store_true", help="with --domain-id: join the domain even when "
-                                                                    "others are on it (your rviz, ros2 topic echo)")
-    parser.add_argument("--record", metavar="FOLDER", help="the launch's record=FOLDER: sim_eval records every "
+                                                      "(checking takes about 3 s).")
+    parser.add_argument("--share-domain", action="store_true", help="With --domain-id: join the domain even when "
+                                                                    "others are on it (your rviz, ros2 topic echo).")
+    parser.add_argument("--record", metavar="FOLDER", help="The launch's record=FOLDER: sim_eval records every "
                                                             "topic into a new rosbag2 folder (MCAP); hardware records "
                                                             "a LeRobot dataset (an existing one gains episodes); so101_eval: a rosbag2 "
-                                                            "folder")
-    parser.add_argument("--single-process", action="store_true", help="all nodes in one process on one executor")
-    parser.add_argument("--dry-run", action="store_true", help="print the nodes with their parameters and "
-                                                               "remappings, start nothing")
-    parser.add_argument("--table", action="store_true", help="print the launch's node and topic tables (Markdown, "
-                                                             "as in the README), start nothing")
+                                                            "folder.")
+    parser.add_argument("--single-process", action="store_true", help="All nodes in one process on one executor.")
+    parser.add_argument("--dry-run", action="store_true", help="Print the nodes with their parameters and "
+                                                               "remappings, start nothing.")
+    parser.add_argument("--table", action="store_true", help="Print the launch's node and topic tables (Markdown, "
+                                                             "as in docs/ros.md), start nothing.")
 
 
 def _rest(args) -> None:
@@ -165,12 +165,12 @@ def add_parser(sub) -> None:
         "Start the nodes of launch/NAME.launch.py with real rclpy on a loopback-only DDS domain; returns the exit "
         "code of the main node (sim_eval, so101_eval: the evaluator; hardware: the dataset_recorder when recording, else the arm "
         "or twin). " + LAUNCH_SYNTAX, 100)
-    p = sub.add_parser("launch", help="start a ROS 2 node graph here (what `ros2 launch sgvla_ros NAME.launch.py` "
-                                      "starts)",
-                       description=f"{description}\n\narguments and their defaults:\n{arguments}",
+    p = sub.add_parser("launch", help="Start a ROS 2 node graph here (what `ros2 launch sgvla_ros NAME.launch.py` "
+                                      "starts).",
+                       description=f"{description}\n\nArguments and their defaults:\n{arguments}",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _options(p)
-    p.add_argument("name", choices=names)
+    p.add_argument("name", choices=names, help="The launch to start.")
     p.add_argument("rest", nargs=argparse.REMAINDER, metavar="name=value",
-                   help="launch arguments (options may come between them)")
+                   help="Launch arguments (options may come between them).")
     p.set_defaults(func=run, parser=p)

@@ -9,14 +9,14 @@ from sgvla.policies import tiny
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("make-tiny-policy", help="save a tiny random-weight LeRobot policy (offline)",
+    p = sub.add_parser("make-tiny-policy", help="Save a tiny random-weight LeRobot policy (offline).",
                        description=tiny.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("type", choices=sorted(tiny.BUILDERS))
-    p.add_argument("out_dir", type=Path)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("type", choices=sorted(tiny.BUILDERS), help="The LeRobot policy type to build.")
+    p.add_argument("out_dir", type=Path, help="The folder to save the policy in, as a checkpoint folder.")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the random weights (default 0).")
     p.add_argument("--dataset", type=Path, default=None,
-                   help="a local LeRobot dataset folder (e.g. SO101 data from sgvla record or sgvla demos generate "
-                        "--suite so101_twin): its features and stats instead of LIBERO's")
+                   help="A local LeRobot dataset folder (e.g. SO101 data from sgvla record or sgvla demos generate "
+                        "--suite so101_twin): its features and stats instead of LIBERO's.")
     p.set_defaults(func=run)
 
 

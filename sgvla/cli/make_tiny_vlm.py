@@ -1,4 +1,4 @@
-"""``sgvla make-tiny-vlm``: save a tiny random-weight Qwen2.5-VL with its processor (offline; `sgvla.vlm.tiny`) and
+"""``sgvla make-tiny-vlm`` saves a tiny random-weight Qwen2.5-VL with its processor (offline; `sgvla.vlm.tiny`) and
 a transformers client config beside it (``client.yaml``), so ``vlm-bench``, ``vlm-annotate``, ``graph_source=vlm``
 and ``vlm-serve`` run end to end without the hub or a GPU. Its answers are random (mostly dropped as no triplet):
 it checks the plumbing, not a model."""
@@ -18,10 +18,10 @@ CLIENT = (MARK + ": the tiny random model beside this file, on the CPU\n"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("make-tiny-vlm", help="save a tiny random-weight Qwen2.5-VL and its processor (offline)",
+    p = sub.add_parser("make-tiny-vlm", help="Save a tiny random-weight Qwen2.5-VL and its processor (offline).",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("out_dir", type=Path)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("out_dir", type=Path, help="The folder to save the model, its processor and client.yaml in.")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the random weights (default 0).")
     p.set_defaults(func=run)
 
 

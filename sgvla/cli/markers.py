@@ -8,16 +8,16 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("markers", help="print the objects' fiducial markers at true scale",
+    p = sub.add_parser("markers", help="Print the objects' fiducial markers at true scale.",
                        description="Writes the markers of a marker config (default: "
                                    "config/perception/so101_markers.yaml) at true scale, each with its object, id "
                                    "and where it goes on the object. Print at 100%% (no 'fit to page').")
     p.add_argument("--config", type=Path, default=None,
-                   help="marker config (YAML; default config/perception/so101_markers.yaml)")
+                   help="Marker config (YAML; default config/perception/so101_markers.yaml).")
     p.add_argument("--out", type=Path, default=Path("markers.pdf"),
-                   help="output file: .pdf (one page per sheet) or .png (one file per page); default markers.pdf")
-    p.add_argument("--dpi", type=int, default=300, help="dots per inch of the pages (default 300)")
-    p.add_argument("--paper", choices=("a4", "letter"), default="a4", help="paper size (default a4)")
+                   help="Output file: .pdf (one page per sheet) or .png (one file per page); default markers.pdf.")
+    p.add_argument("--dpi", type=int, default=300, help="Dots per inch of the pages (default 300).")
+    p.add_argument("--paper", choices=("a4", "letter"), default="a4", help="Paper size (default a4).")
     p.set_defaults(func=run)
 
 

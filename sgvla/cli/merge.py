@@ -8,17 +8,17 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("merge", help="join the run folders of a plan's shards into one run and its table",
+    p = sub.add_parser("merge", help="Join the run folders of a plan's shards into one run and its table.",
                        description="Join the run folders of the N shards of one plan (sgvla eval ... shard=i/N "
                                    "--out DIR) into OUT: the plan (shard 0/1), every record in plan order, the "
                                    "outstanding infrastructure failures, and the report sgvla eval writes. Refused, "
                                    "with nothing written, when the folders hold different plans, a shard twice, an "
                                    "episode twice or outside the plan, or when episodes are missing (unless "
                                    "--allow-missing).")
-    p.add_argument("out", metavar="OUT", help="folder for the merged run: new, or empty")
-    p.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR", help="the shards' run folders, in any order")
+    p.add_argument("out", metavar="OUT", help="Folder for the merged run: new, or empty.")
+    p.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR", help="The shards' run folders, in any order.")
     p.add_argument("--allow-missing", action="store_true",
-                   help="merge what is there when episodes or whole shards are missing, and say which")
+                   help="Merge what is there when episodes or whole shards are missing, and say which.")
     p.set_defaults(func=run)
 
 

@@ -1,4 +1,4 @@
-"""``sgvla record``: teleoperate the SO101 follower from the leader arm and record a LeRobot dataset.
+"""``sgvla record`` teleoperates the SO101 follower from the leader arm and records a LeRobot dataset.
 
 Talks to the arms and cameras directly (no ROS), through LeRobot's SO101Follower/SO101Leader with
 sgvla's safety layer. Keys in the terminal: space/enter start or save an episode, r re-records,
@@ -29,15 +29,15 @@ log = logging.getLogger("sgvla.record")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("record", help="teleoperated recording of SO101 episodes into a LeRobot dataset",
+    p = sub.add_parser("record", help="Teleoperated recording of SO101 episodes into a LeRobot dataset.",
                        description=__doc__)
-    p.add_argument("--config", default="so101", help="rig config: a name in config/hardware/ or a YAML path")
+    p.add_argument("--config", default="so101", help="Rig config: a name in config/hardware/ or a YAML path.")
     add_overrides_argument(p, "overrides of the rig config", "follower.port=/dev/ttyACM0 cameras=[]")
     add_settings(p, RecordingSettings)  # --root, --task, --episodes, --auto, ...: the recorder nodes' parameters
-    p.add_argument("--sim-leader", action="store_true", help="a simulated leader that moves by itself instead of "
-                                                             "the rig's leader arm")
-    p.add_argument("--task-id", type=int, default=0, help="twin: task of config/twin/so101_tabletop.yaml")
-    p.add_argument("--seed", type=int, default=0, help="twin: seed of the scene reset")
+    p.add_argument("--sim-leader", action="store_true", help="A simulated leader that moves by itself instead of "
+                                                             "the rig's leader arm.")
+    p.add_argument("--task-id", type=int, default=0, help="On the twin, the task of config/twin/so101_tabletop.yaml.")
+    p.add_argument("--seed", type=int, default=0, help="On the twin, the seed of the scene reset.")
     p.set_defaults(func=run)
 
 

@@ -1,5 +1,5 @@
-"""``sgvla report``: the tables, plots and report.html of an evaluation run again, from its JSONL records alone; the
-terminal gets the 100-column summary (`sgvla.eval.terminal_summary`), the wide table is in table.md."""
+"""``sgvla report`` writes the tables, plots and report.html of an evaluation run again, from its JSONL records
+alone; the terminal gets the 100-column summary (`sgvla.eval.terminal_summary`), the wide table is in table.md."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="tables and plot of an evaluation run, from its JSONL records")
-    p.add_argument("run_dir", help="directory holding episodes.jsonl")
-    p.add_argument("--out", help="where to write table.md, table.csv, comparisons.csv, failures.csv (records with "
+    p = sub.add_parser("report", help="Tables and plot of an evaluation run, from its JSONL records.",
+                       description=__doc__)
+    p.add_argument("run_dir", help="Directory holding episodes.jsonl.")
+    p.add_argument("--out", help="Where to write table.md, table.csv, comparisons.csv, failures.csv (records with "
                                  "failure classes), success.png and progress.png (records with progress) and "
-                                 "report.html (default: run_dir)")
+                                 "report.html (default: run_dir).")
     p.set_defaults(func=run)
 
 

@@ -17,13 +17,13 @@ def default_calibration_dir() -> Path:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sim-bus", help="serve a simulated SO101 follower and leader bus (no hardware)",
+    p = sub.add_parser("sim-bus", help="Serve a simulated SO101 follower and leader bus (no hardware).",
                        description="Two simulated Feetech buses on pseudo-terminals, with calibration files, "
                                    "so that `sgvla record` and the ROS nodes run without an arm. The leader "
                                    "moves by itself (slow sine waves), as if a hand moved it.")
     p.add_argument("--calibration-dir", type=Path, default=None,
-                   help="where to write so101_follower.json and so101_leader.json (default: "
-                        "$XDG_CACHE_HOME/sgvla/sim_calibration, else ~/.cache/sgvla/sim_calibration; printed)")
+                   help="Where to write so101_follower.json and so101_leader.json (default: "
+                        "$XDG_CACHE_HOME/sgvla/sim_calibration, else ~/.cache/sgvla/sim_calibration; printed).")
     p.set_defaults(func=run)
 
 

@@ -1,5 +1,5 @@
-"""``sgvla vlm-annotate``: VLM scene graphs for sampled frames of a LeRobot dataset (e.g. SO101 teleoperation
-recordings), written beside it in the versioned format of `sgvla.vlm.resource`. Resumable: frames already
+"""``sgvla vlm-annotate`` writes VLM scene graphs for sampled frames of a LeRobot dataset (e.g. SO101
+teleoperation recordings) beside it, in the versioned format of `sgvla.vlm.resource`. Resumable: frames already
 answered are skipped.
 """
 
@@ -17,17 +17,19 @@ from sgvla.core.config import parse_items
 def add_parser(sub) -> None:
     from sgvla.vlm.resource import FOLDER
 
-    p = sub.add_parser("vlm-annotate", help="write VLM scene graphs beside a LeRobot dataset", description=__doc__)
-    p.add_argument("dataset", help="root folder of a local LeRobot dataset")
+    p = sub.add_parser("vlm-annotate", help="Write VLM scene graphs beside a LeRobot dataset.", description=__doc__)
+    p.add_argument("dataset", help="Root folder of a local LeRobot dataset.")
     add_overrides_argument(p, *CLIENT_OVERRIDES)
     add_client_arguments(p)
-    p.add_argument("--ontology", default="so101_tabletop")
+    p.add_argument("--ontology", default="so101_tabletop",
+                   help="The objects and relations the VLM is asked about: a name in config/ontology/ (default "
+                        "so101_tabletop).")
     p.add_argument("--camera", action="append", default=[], metavar="KEY=VIEW",
-                   help="camera feature and the prompt camera (or alias) it is, e.g. observation.images.top=agent "
-                        "(default: every camera; 'wrist' in the key means the wrist view)")
-    p.add_argument("--rotate-180", action="store_true", help="turn images upside down before querying")
-    p.add_argument("--episodes-per-task", type=int, default=0)
-    p.add_argument("--out", help=f"output folder (default: DATASET/{FOLDER}/<model>__<prompt>__<constraint>)")
+                   help="Camera feature and the prompt camera (or alias) it is, e.g. observation.images.top=agent "
+                        "(default: every camera; 'wrist' in the key means the wrist view).")
+    p.add_argument("--rotate-180", action="store_true", help="Turn images upside down before querying.")
+    p.add_argument("--episodes-per-task", type=int, default=0, help="Episodes sampled per task (0: all).")
+    p.add_argument("--out", help=f"Output folder (default: DATASET/{FOLDER}/<model>__<prompt>__<constraint>).")
     p.set_defaults(func=run)
 
 

@@ -1,4 +1,4 @@
-"""``sgvla vlm-bench``: VLM scene graphs of sampled frames scored against ground truth (`sgvla.vlm.bench`).
+"""``sgvla vlm-bench`` scores the VLM scene graphs of sampled frames against ground truth (`sgvla.vlm.bench`).
 
 Outputs under ``--out``: ``answers/<model>__<prompt>__<constraint>__<settings hash>.jsonl`` (raw answers, the
 cache; ``.settings.json`` beside it holds the model, its revision, the generation settings and the prompt that made
@@ -29,12 +29,12 @@ def add_client_arguments(p: argparse.ArgumentParser) -> None:
     from sgvla.vlm.prompts import DEFAULT_PROMPT
 
     p.add_argument("--client", action="append", required=True,
-                   help="client config: a name in config/vlm/clients/ or a YAML path (repeat to compare models)")
-    p.add_argument("--prompt", default=str(DEFAULT_PROMPT), help="prompt template YAML")
-    p.add_argument("--frames-per-episode", type=int, default=8, help="evenly spaced frames per episode (0: all)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--chunk", type=int, default=16, help="frames per query call and cache flush")
-    p.add_argument("--no-progress", action="store_true")
+                   help="Client config: a name in config/vlm/clients/ or a YAML path (repeat to compare models).")
+    p.add_argument("--prompt", default=str(DEFAULT_PROMPT), help="Prompt template YAML.")
+    p.add_argument("--frames-per-episode", type=int, default=8, help="Evenly spaced frames per episode (0: all).")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the sampling of episodes and frames (default 0).")
+    p.add_argument("--chunk", type=int, default=16, help="Frames per query call and cache flush.")
+    p.add_argument("--no-progress", action="store_true", help="Show no progress bar.")
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -48,21 +48,23 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("vlm-bench", help="benchmark VLM scene graphs against ground truth", description=__doc__,
+    p = sub.add_parser("vlm-bench", help="Benchmark VLM scene graphs against ground truth.", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", nargs="+", metavar="DATA",
-                   help="annotated LIBERO HDF5 files, folders of them, or LeRobot dataset roots; and key=value "
-                        "items, {}, e.g. {}; {}".format(*CLIENT_OVERRIDES, SYNTAX))
+                   help="Annotated LIBERO HDF5 files, folders of them, or LeRobot dataset roots; and key=value "
+                        "items, {}, e.g. {}; {}.".format(*CLIENT_OVERRIDES, SYNTAX))
     add_client_arguments(p)
-    p.add_argument("--out", default="outputs/vlm_bench", help="output folder (its answers/ cache is reused)")
-    p.add_argument("--ontology", default="libero_spatial")
-    p.add_argument("--cameras", nargs="+", help="cameras to score, by name or alias (default: every camera the "
-                                                "prompt describes)")
-    p.add_argument("--episodes-per-task", type=int, default=0, help="episodes sampled per task (0: all)")
+    p.add_argument("--out", default="outputs/vlm_bench", help="Output folder (its answers/ cache is reused).")
+    p.add_argument("--ontology", default="libero_spatial",
+                   help="The objects and relations graphs are scored in: a name in config/ontology/ (default "
+                        "libero_spatial; so101_tabletop for the SO101).")
+    p.add_argument("--cameras", nargs="+", help="Cameras to score, by name or alias (default: every camera the "
+                                                "prompt describes).")
+    p.add_argument("--episodes-per-task", type=int, default=0, help="Episodes sampled per task (0: all).")
     p.add_argument("--task-id", action="append", default=[], metavar="FILE_STEM=ID",
-                   help="task id of a file whose language does not name a LIBERO-Spatial task")
-    p.add_argument("--reference", help="reference graphs (a vlm-annotate graphs.jsonl) for LeRobot datasets")
-    p.add_argument("--examples", type=int, default=6, help="side-by-side images per model and view")
+                   help="Task id of a file whose language does not name a LIBERO-Spatial task.")
+    p.add_argument("--reference", help="Reference graphs (a vlm-annotate graphs.jsonl) for LeRobot datasets.")
+    p.add_argument("--examples", type=int, default=6, help="Side-by-side images per model and view.")
     p.set_defaults(func=run, overrides=[])  # key=value items among the options join these
 
 

@@ -1,5 +1,6 @@
-"""The shell commands of README.md, as a new user would copy them: every indented code block (continuation lines
-joined, comments dropped), in order, with the heading it stands under and its `# needs: ...` mark."""
+"""The shell commands of README.md and of every page of docs/, as a new user would copy them: every indented code
+block (continuation lines joined, comments dropped), in order, with the page and heading it stands under and its
+`# needs: ...` mark."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+# The pages a user reads: the README, then the docs it maps (each walked in a folder of its own).
+PAGES = (README, *sorted((REPO / "docs").glob("*.md")))
+# The one command form of the docs: the venv's commands on the PATH by its activation, never a path into .venv.
+ACTIVATE = "source .venv/bin/activate"
 # The first word of a shell command line; a block whose lines start otherwise is not shell (YAML, Python).
 SHELL_WORDS = re.compile(r"^(sgvla|\.venv/bin/[\w-]+|hf|ros2|lerobot-[\w-]+|huggingface-cli|ray|python|sudo|cd|source|colcon|make|"
                          r"[A-Z_]+=\S+|#!/bin/bash|#SBATCH)\b")
@@ -16,18 +22,20 @@ NEEDS = re.compile(r"needs:\s*([\w ,-]+)")
 
 @dataclass(frozen=True)
 class Command:
-    line: int          # 1-based line of README.md where the command starts
+    page: str          # the page's path in the checkout (README.md, docs/NAME.md)
+    line: int          # 1-based line of the page where the command starts
     section: str       # the heading it stands under
     text: str          # the command, continuation lines joined, its comment dropped
     comment: str       # its trailing comment ('' if none)
     needs: tuple[str, ...]  # what the README says it needs (`# needs: arm, ros2`), else ()
 
     def __str__(self) -> str:
-        return f"README.md:{self.line} {self.text}"
+        return f"{self.page}:{self.line} {self.text}"
 
 
 @dataclass(frozen=True)
 class Block:
+    page: str
     line: int
     section: str
     lines: tuple[str, ...]
@@ -58,9 +66,10 @@ def _strip_comment(line: str) -> tuple[str, str]:
     return line.rstrip(), ""
 
 
-def blocks(text: str | None = None) -> list[Block]:
-    """The indented code blocks (4+ spaces after a blank line; inside numbered items 7) of the README."""
-    lines = (README.read_text() if text is None else text).splitlines()
+def blocks(text: str | None = None, page: Path = README) -> list[Block]:
+    """The indented code blocks (4+ spaces after a blank line; inside numbered items 7) of a page."""
+    lines = (page.read_text() if text is None else text).splitlines()
+    name = page.relative_to(REPO).as_posix()
     out, section, current, start, indent = [], "", [], 0, 0
     for i, line in enumerate(lines):
         stripped = line.strip()
@@ -69,14 +78,14 @@ def blocks(text: str | None = None) -> list[Block]:
             if not stripped or width >= indent:
                 current.append(line[indent:] if stripped else "")
                 continue
-            out.append(Block(start + 1, section, tuple(_trim(current))))
+            out.append(Block(name, start + 1, section, tuple(_trim(current))))
             current = []
         if line.startswith("#"):
             section = line.lstrip("#").strip()
         if stripped and width >= 4 and (i == 0 or not lines[i - 1].strip()) and not stripped.startswith("|"):
             current, start, indent = [line[width:]], i, width
     if current:
-        out.append(Block(start + 1, section, tuple(_trim(current))))
+        out.append(Block(name, start + 1, section, tuple(_trim(current))))
     return out
 
 
@@ -86,10 +95,10 @@ def _trim(lines: list[str]) -> list[str]:
     return lines
 
 
-def commands(text: str | None = None) -> tuple[list[Command], list[Block]]:
-    """The shell commands, in order, and the blocks that are not shell (for the test to account for)."""
+def commands(text: str | None = None, page: Path = README) -> tuple[list[Command], list[Block]]:
+    """A page's shell commands, in order, and its blocks that are not shell (for the test to account for)."""
     cmds, others = [], []
-    for block in blocks(text):
+    for block in blocks(text, page):
         if block.kind != "shell":
             others.append(block)
             continue
@@ -106,6 +115,16 @@ def commands(text: str | None = None) -> tuple[list[Command], list[Block]]:
             full = (pending + body.strip()).strip()
             pending = ""
             needs = NEEDS.search(comment)
-            cmds.append(Command(first, block.section, full, comment,
+            cmds.append(Command(block.page, first, block.section, full, comment,
                                 tuple(n.strip() for n in needs.group(1).split(",")) if needs else ()))
+    return cmds, others
+
+
+def all_commands() -> tuple[list[Command], list[Block]]:
+    """The commands and other blocks of every page, page after page."""
+    cmds, others = [], []
+    for page in PAGES:
+        c, o = commands(page=page)
+        cmds += c
+        others += o
     return cmds, others

@@ -1,11 +1,12 @@
-"""How the README walk treats each README command: the "Try it small" items and one rule per kind of command."""
+"""How the docs walk treats each command of the README and docs/: the "Try it small" items (docs/getting-started.md)
+and one rule per kind of command."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-# The README's "Try it small" note, item for item: what each kind of command takes to run small.
+# The "Try it small" note of docs/getting-started.md, item for item: what each kind of command takes to run small.
 SMALL = {
     "sgvla eval": "tasks=[0] episodes=1",
     "sgvla demos generate": "--tasks 0 --episodes 1",
@@ -47,14 +48,20 @@ RULES = (
     Rule(r"needs:.*\bray cluster\b", "not_run",
          why="HEAD is a placeholder host name: looking it up would ask a DNS server, off loopback"),
     Rule(r"needs:.*\bgpu\b", "not_run", why="LeRobot falls back to the CPU and would train for hours"),
+    # The README's first commands: the install (idempotent: seconds when up to date) and the main job as written;
+    # the test targets are what runs this walk (make test-readme) or the whole suite around it.
+    Rule(r"^make (install|eval)$", "run", small=False, timeout_s=1800),
+    Rule(r"^make test(-fast|-readme)?$", "not_run", why="the test suite itself: CI runs make test (.ci/run)"),
+    Rule(r"^source \.venv/bin/activate$", "run"),
+    Rule(r"^sgvla$", "run"),
     # Synopsis lines (metavariables in capitals, [options], a|b, ...) are checked through --help.
     Rule(r"^sgvla \S+.*(\s\[|\b[A-Z][A-Z_]{2,}\b|\w\|\w|\.\.\.)", "help"),
     Rule(r"^sgvla (sim-bus|markers|report|merge|demos|annotate|make-tiny-\w+|vlm-bench|vlm-annotate)$", "help"),
     Rule(r"^sgvla launch hardware .*record=", "run", timeout_s=900),  # ends after its episodes
     Rule(r"^sgvla launch so101_eval sim=true .*record=", "run", timeout_s=900),  # ends after its plan
-    Rule(r"^\.venv/bin/python -m lerobot_robot_so101_twin sim-leader\b", "launch", ready="leader port:"),
-    Rule(r"^\.venv/bin/lerobot-eval\b", "run", small=False, timeout_s=1800),
-    Rule(r"^\.venv/bin/python -c\b", "run", small=False),
+    Rule(r"^python -m lerobot_robot_so101_twin sim-leader\b", "launch", ready="leader port:"),
+    Rule(r"^lerobot-eval\b", "run", small=False, timeout_s=1800),
+    Rule(r"^python -c\b", "run", small=False),
     Rule(r"^sgvla bag2dataset\b", "run"),
     Rule(r"^sgvla launch (hardware|so101_eval)\b(?!.*--table)", "launch", ready="] [INFO] ["),
     Rule(r"^sgvla launch sim_eval\b", "run", timeout_s=1800),
