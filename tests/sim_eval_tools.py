@@ -7,11 +7,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections import defaultdict
 
 import numpy as np
+import yaml
 
 from sgvla.launch.ros_domain import lease_free_domain, with_leases
+from sgvla.paths import REPO_ROOT
 
 TIMING = {"wall_time_s", "context_ms_per_step"}  # the only record fields allowed to differ
 
@@ -46,6 +49,29 @@ class SimEvalTools:
         for name, proc in procs.items():
             assert proc.returncode == 0, f"{name}:\n{logs[name][-6000:]}"
         return logs
+
+    def run_both(self, tmp_path, plan: dict, launch: tuple[str, ...] = ("so101_eval", "sim=true")
+                 ) -> tuple[list[dict], dict]:
+        """`plan` over topics (`sgvla launch <launch>`, recorded) and in process at once; asserts identical episodes
+        and returns the topics' records and the bag's messages."""
+        config = tmp_path / "plan.yaml"
+        config.write_text(yaml.safe_dump({**plan, "output_dir": str(tmp_path / "inprocess")}))
+        env = {**os.environ, "MUJOCO_GL": "egl"}
+        self.run_together({
+            "topics": [sys.executable, "-m", "sgvla.cli", "launch", *launch, f"eval_config={config}",
+                       f"output_dir={tmp_path / 'topics'}", "render_images=false", "--record", str(tmp_path / "bag"),
+                       "--domain-id", str(self.domain_ids(1)[0])],
+            "inprocess": [sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
+                          str(tmp_path / "inprocess.npz")],
+        }, env, timeout_s=800)
+        inproc = np.load(tmp_path / "inprocess.npz")
+        expected = json.loads(str(inproc["records"]))
+        got = [json.loads(line) for line in (tmp_path / "topics" / "episodes.jsonl").read_text().splitlines()]
+        assert len(expected) == len(got) == plan["episodes"] * len(plan["policies"]) * len(plan["modes"]) * len(
+            plan.get("tasks", [0]))
+        bag = self.bag_messages(tmp_path / "bag")
+        self.assert_same_episodes(expected, got, inproc, bag)
+        return got, bag
 
     @staticmethod
     def bag_messages(path) -> dict[str, list]:

@@ -50,6 +50,8 @@ class Page:
     notes: list[str] = field(default_factory=list)  # the table's notes (infrastructure failures, random weights)
     partial: str = ""  # the partial-run line, "" for a run with every planned episode
     plots: dict[str, Path] = field(default_factory=dict)  # caption -> PNG
+    family_rows: list[dict] = field(default_factory=list)  # families.csv (spatially-referring sets)
+    family_comparison_rows: list[dict] = field(default_factory=list)  # family_comparisons.csv
 
 
 def e(x) -> str:
@@ -251,6 +253,30 @@ def comparisons_html(page: Page) -> str:
             "The same rows as comparisons.csv.</p>")
 
 
+def families_html(page: Page) -> str:
+    """families.csv and family_comparisons.csv: success per referring family and arm, and the tests within each
+    family ("" for a run without a spatially-referring set)."""
+    if not page.family_rows:
+        return ""
+    arms = [(r["perturbation"], r["family"], r["policy"], page.labels.get(r["mode"], r["mode"]),
+             f'{r["successes"]}/{r["episodes"]}', _num(r["success_rate"], 1, 100),
+             f'[{_num(r["ci95_low"], 1, 100)}, {_num(r["ci95_high"], 1, 100)}]') for r in page.family_rows]
+    tests = [(c["perturbation"], c["family"], c["policy"],
+              f'{page.labels.get(c["treatment"], c["treatment"])} vs {page.labels.get(c["reference"], c["reference"])}',
+              c["pairs"], _num(c["delta_pp"], sign=True), _p(c["mcnemar_p"]),
+              f'{_p(c["mcnemar_p_holm"])} ({c["holm_family"]})') for c in page.family_comparison_rows]
+
+    def table(head: tuple, rows: list[tuple]) -> str:
+        return ('<table class="numbers"><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows) + "</table>")
+
+    return ('<details open id="families"><summary><h2>Success per referring family</h2></summary>'
+            + table(("perturbation", "family", "policy", "mode", "k/n", "%", "95% CI"), arms)
+            + table(("perturbation", "family", "policy", "comparison", "pairs", "Δ (pp)", "p", "Holm p"), tests)
+            + '<p class="note">The rows of families.csv and family_comparisons.csv: episodes matched by task, '
+            "perturbation and seed within a family; Holm over the policy's comparisons in that family.</p></details>")
+
+
 def table_html(page: Page) -> str:
     """table.csv's rows: success per task (pooled rows "all" first) with 95% Wilson intervals and the tests."""
     head = ("task", "perturbation", "policy", "mode", "k/n", "%", "95% CI", "Δ (pp)", "p", "Holm p", "sequential",
@@ -384,6 +410,6 @@ def render(page: Page, out_dir: Path) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{e(page.title)}</title><style>{STYLE}</style></head><body>"
             f"<h1>{e(page.title)}</h1>{partial}<p>{e(summary)}</p>{notes}"
-            f"{comparisons_html(page)}{plots_html(page)}{table_html(page)}"
+            f"{comparisons_html(page)}{families_html(page)}{plots_html(page)}{table_html(page)}"
             f'<h2>Matched blocks</h2>{filters_html(page)}<main id="blocks" data-blocks="{n_blocks}" '
             f'data-arms="{n_arms}">{blocks}</main><script>{SCRIPT}</script></body></html>\n')

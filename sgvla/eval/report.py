@@ -24,6 +24,11 @@ Records written before these fields existed still report: those parts are left o
 mode (controls hatched) per task and pooled with its 95% Wilson interval; progress.png (where progress is known),
 each mode's mean progress per task and pooled with a 95% bootstrap interval of the mean (episodes, not pairs).
 
+Records of a spatially-referring set (`referring_family`, sgvla.core.referring) add a table of success per family
+(families.csv) and the same paired comparisons within each family (family_comparisons.csv), Holm-adjusted over one
+policy's comparisons in that family: which kinds of reference a scene graph resolves, and which it does not.
+They read the records alone, so a merged run (`sgvla merge`) reports them as an unsharded one does.
+
 Episodes whose infrastructure failed and that have no result yet (`infra_failures.jsonl`) are no
 results: they are counted apart (a note under the table, `infra_failed` in the CSV), never as
 policy failures.
@@ -41,6 +46,7 @@ from pathlib import Path
 
 import sgvla.core.controls  # noqa: F401  (registers the control modes, whose class says `control`)
 from sgvla.core.context import ContextMode
+from sgvla.core.referring import FAMILY_KEY
 from sgvla.core.sequential import SequentialResult, sequential_mcnemar
 from sgvla.core.stats import (WILCOXON_EXACT_MAX, Bootstrap, PairedTest, Rate, holm, paired_bootstrap, paired_test,
                               wilcoxon_signed_rank, wilson)
@@ -425,6 +431,59 @@ def random_weights_note(records: Iterable[dict]) -> str:
             "(random_weights: true); their success says nothing about a trained policy.")
 
 
+def by_family(records: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
+    """{(perturbation, referring family): its records}, for the records that carry a family, in family order."""
+    groups: dict = defaultdict(list)
+    for r in records:
+        if r.get(FAMILY_KEY):
+            groups[(r["perturbation"], str(r[FAMILY_KEY]))].append(r)
+    return dict(sorted(groups.items()))
+
+
+def family_rows(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
+    """(families.csv: success per perturbation, family, policy and mode with its 95% Wilson interval;
+    family_comparisons.csv: `comparisons` within each family, Holm over one policy's comparisons in that family)."""
+    arms, compared = [], []
+    for (pert, family), group in by_family(records).items():
+        outcomes: dict = defaultdict(list)
+        for r in group:
+            outcomes[(r["policy"], r["mode"])].append(bool(r["success"]))
+        for (policy, mode), wins in sorted(outcomes.items(), key=lambda kv: (kv[0][0], _mode_key(kv[0][1]))):
+            rate = wilson(sum(wins), len(wins))
+            arms.append({"perturbation": pert, "family": family, "policy": policy, "mode": mode,
+                         "successes": rate.successes, "episodes": rate.n, "success_rate": round(rate.value, 4),
+                         "ci95_low": round(rate.low, 4), "ci95_high": round(rate.high, 4)})
+        compared += [{"perturbation": pert, "family": family, **row} for row in comparison_rows(comparisons(group))]
+    return arms, compared
+
+
+def families_markdown(arms: list[dict], compared: list[dict]) -> str:
+    """The per-family table ("" without families): each arm's k/n, then each comparison's Δ with its Holm p."""
+    if not arms:
+        return ""
+    modes = sorted({a["mode"] for a in arms}, key=_mode_key)
+    pairs = list(dict.fromkeys((c["treatment"], c["reference"]) for c in compared))
+    head = ["Perturbation", "Family", "Policy", *(f"{short(m)} (%)" for m in modes),
+            *(f"Δ {short(t)} vs {short(r)} (pp, Holm p)" for t, r in pairs)]
+    lines = ["### Success per referring family", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rate = {(a["perturbation"], a["family"], a["policy"], a["mode"]): a for a in arms}
+    comp = {(c["perturbation"], c["family"], c["policy"], c["treatment"], c["reference"]): c for c in compared}
+    for pert, family, policy in dict.fromkeys((a["perturbation"], a["family"], a["policy"]) for a in arms):
+        row = [pert, family, policy]
+        for m in modes:
+            a = rate.get((pert, family, policy, m))
+            row.append("" if a is None else f"{100 * a['success_rate']:.1f} ({a['successes']}/{a['episodes']})")
+        for t, r in pairs:
+            c = comp.get((pert, family, policy, t, r))
+            row.append("" if c is None else f"{c['delta_pp']:+.1f} (p={_fmt_p(c['mcnemar_p'] or None)}, "
+                                            f"Holm {_fmt_p(c['mcnemar_p_holm'] or None)}, n={c['pairs']})")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Per family (`referring_family` of the records), episodes matched by task, perturbation and seed "
+              "within it; Δ: T − R in pp; p: exact McNemar; Holm: adjusted over the policy's comparisons in that "
+              "family. The same rows as families.csv and family_comparisons.csv."]
+    return "\n".join(lines)
+
+
 def _holm_vs_baseline(comps: list[Comparison]) -> dict[tuple[str, str], float]:
     """{(policy, mode): Holm p} of the comparisons with the baseline, for the main table's pooled rows."""
     return {(c.policy, c.treatment): c.p_holm for c in comps if c.reference == BASELINE}
@@ -440,7 +499,7 @@ def markdown_table(records: Iterable[dict], outstanding: Iterable[dict] = (),
 def _markdown(records: list[dict], outstanding: Iterable[dict], plan: SequentialPlan | None,
               comps: list[Comparison]) -> str:
     sections = [_main_table(records, outstanding, plan, _holm_vs_baseline(comps)), comparisons_markdown(comps),
-                failures_markdown(failure_counts(records))]
+                families_markdown(*family_rows(records)), failures_markdown(failure_counts(records))]
     return "\n\n".join(s for s in sections if s)
 
 
@@ -718,6 +777,12 @@ def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict]
     saved.append(_write_csv(paths["csv"], rows, list(rows[0])))
     compared = comparison_rows(comps)
     saved.append(_write_csv(paths["comparisons"], compared, COMPARISON_COLUMNS))
+    family_arms, family_compared = family_rows(records)
+    if family_arms:
+        paths["families"], paths["family_comparisons"] = run_dir / "families.csv", run_dir / "family_comparisons.csv"
+        saved.append(_write_csv(paths["families"], family_arms, list(family_arms[0])))
+        saved.append(_write_csv(paths["family_comparisons"], family_compared,
+                                ["perturbation", "family", *COMPARISON_COLUMNS]))
     counted = failure_counts(records)
     if counted is not None:
         paths["failures"] = run_dir / "failures.csv"
@@ -729,7 +794,8 @@ def write_report(run_dir: Path, records: list[dict], outstanding: Iterable[dict]
         saved.append(progress)
     paths["html"] = run_dir / "report.html"
     saved.append(_write_html(paths["html"], records, outstanding, rows, compared, partial,
-                             Path(records_dir or run_dir), {"success": paths["plot"], "progress": progress}))
+                             Path(records_dir or run_dir), {"success": paths["plot"], "progress": progress},
+                             (family_arms, family_compared)))
     return paths
 
 
@@ -740,8 +806,9 @@ def partial_note(missing: int, planned: int, why: str) -> str:
 
 
 def _write_html(path: Path, records: list[dict], outstanding: list[dict], rows: list[dict], compared: list[dict],
-                partial: str, records_dir: Path, plots: Mapping[str, Path | None]) -> Path:
-    """report.html from the rows just written to table.csv and comparisons.csv (one source for both)."""
+                partial: str, records_dir: Path, plots: Mapping[str, Path | None],
+                families: tuple[list[dict], list[dict]] = ([], [])) -> Path:
+    """report.html from the rows just written to table.csv, comparisons.csv and the family CSVs (one source)."""
     from sgvla.eval.html_report import Page, render
 
     modes = sorted({r["mode"] for r in records}, key=_mode_key)
@@ -749,7 +816,8 @@ def _write_html(path: Path, records: list[dict], outstanding: list[dict], rows: 
                 comparison_rows=compared, labels=_labels(modes), controls=frozenset(filter(is_control, modes)),
                 baseline=BASELINE, treatment=TREATMENT, run_dir=records_dir,
                 notes=[infra_note(outstanding), early_verdict_note(records), random_weights_note(records)],
-                partial=partial, plots={k: v for k, v in plots.items() if v is not None})
+                partial=partial, plots={k: v for k, v in plots.items() if v is not None},
+                family_rows=families[0], family_comparison_rows=families[1])
     html = render(page, path.parent)
     return _replace(path, lambda tmp: tmp.write_text(html, encoding="utf-8"))
 

@@ -43,7 +43,8 @@ HARMLESS = frozenset({"name", "workers", "output_dir", "on_infra_failure", "vide
 HARMLESS_CLIENT = frozenset({"concurrency", "timeout_s", "max_retries", "backoff_s", "api_key_env"})
 # Files of a run that a new run moves aside.
 RUN_FILES = (PLAN, VLM_CLIENT, RESULTS, INFRA_FAILURES, "missing.jsonl", "table.md", "table.csv", "comparisons.csv",
-             "failures.csv", "success.png", "progress.png", "report.html", "videos")
+             "failures.csv", "families.csv", "family_comparisons.csv", "success.png", "progress.png", "report.html",
+             "videos")
 
 
 class RunDirError(ValueError):

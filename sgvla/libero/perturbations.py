@@ -5,6 +5,7 @@ A perturbation set is one YAML file in ``config/perturbations/`` (or any path)::
     name: table7
     description: ...
     subject_filter: akita_black_bowl_1   # graph injected into prompts: this subject only; null = full graph
+    referring: spatial                   # every task's instruction: a spatially-referring program, per episode
     tasks:
       4:
         remove: [cookies_1, glazed_rim_porcelain_ramekin_1]   # stripped from the task file before the scene is built
@@ -39,6 +40,11 @@ which now stands where its look-alike stood, and the look-alike where it stood. 
 bowl between the plate and the ramekin") now describe the look-alike, so only a live scene graph (whose target node
 is the goal bowl) says where the target went; a graph frozen at the first step describes the old place.
 A removed distractor is parked off the table, out of every camera (MuJoCo cannot drop a body from a built model).
+
+``referring`` (a vocabulary of ``config/referring/``; sgvla.core.referring) replaces every task's instruction, at
+each reset, by a program that picks out the task's target bowl alone in the scene the reset made, worded from the
+vocabulary (``spatial_referring.yaml``); the record carries its family and program. A task of such a set keeps no
+``prompt`` of its own.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ import numpy as np
 
 from sgvla.core.mid_episode import Trigger, change_list, change_trigger, triggers_text
 from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
+from sgvla.core.referring import ReferringSpec, parse_referring
 from sgvla.libero.bddl import BddlProblem
 from sgvla.libero.cameras import CAMERAS
 from sgvla.paths import CONFIG_DIR
@@ -63,7 +70,8 @@ PERTURBATION_DIR = CONFIG_DIR / "perturbations"
 DEFAULT_SETTLE_STEPS = 200  # physics steps after each pose operation, as in the reference
 ROBOT_JOINT_PREFIXES = ("robot0_", "gripper0_")
 
-_SET_KEYS = {"name", "description", "subject_filter", "tasks"}
+_SET_KEYS = {"name", "description", "subject_filter", "referring", "tasks"}
+ONTOLOGY = "libero_spatial"  # the nouns a referring vocabulary gives LIBERO-Spatial's objects
 _TASK_KEYS = {"remove", "prompt", "cameras", "poses", "settle_steps", "during"}
 PARKED_AT = np.array([0.0, 3.0, 0.5])  # world position (beside the arena, out of every camera) of removed objects
 
@@ -136,6 +144,7 @@ class PerturbationSet:
     subject_filter: str | None = None
     tasks: Mapping[int, TaskPerturbation] = field(default_factory=dict)
     source: str = "<code>"
+    referring: ReferringSpec | None = None  # every instruction a spatially-referring program (module docstring)
 
     def for_task(self, task_id: int) -> TaskPerturbation:
         return self.tasks.get(task_id, TaskPerturbation())
@@ -164,7 +173,11 @@ def parse_perturbations(data: Any, problems: Mapping[int, BddlProblem], source: 
         if not isinstance(subject, str) or missing:
             raise checked.fail("key 'subject_filter'", f"{subject!r} is not an object of task(s) {missing}")
     tasks = {t: _parse_task(entry, problems[t], checked.task_fail(t)) for t, entry in checked.tasks.items()}
-    return PerturbationSet(checked.name(default_name), checked.description, subject, tasks, source)
+    referring = parse_referring(checked.data.get("referring"), ONTOLOGY, checked.fail)
+    prompted = sorted(t for t, p in tasks.items() if p.prompt is not None)
+    if referring is not None and prompted:
+        raise checked.fail("key 'referring'", f"replaces every task's instruction; task(s) {prompted} give a prompt")
+    return PerturbationSet(checked.name(default_name), checked.description, subject, tasks, source, referring)
 
 
 def _parse_task(entry: Any, problem: BddlProblem, fail: Fail) -> TaskPerturbation:

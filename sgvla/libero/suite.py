@@ -53,9 +53,15 @@ class LiberoSpatialSuite(SuiteConfig):
         from sgvla.libero.env import make_backend
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
-        return make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
-                            image_size=self.image_size, render_images=render_images, lean_step=self.lean_step,
-                            **limit)
+        backend = make_backend(task_id, render_profile=self.render_profile, perturbation=perturbation,
+                               image_size=self.image_size, render_images=render_images, lean_step=self.lean_step,
+                               **limit)
+        spec = backend.perturbations.referring
+        if spec is None:
+            return backend
+        from sgvla.core.referring import ReferringBackend  # every instruction a referring program (issue 42.3)
+
+        return ReferringBackend(backend, spec, task_id=task_id, tasks=len(self.tasks), view=backend.cameras[0])
 
     def stages(self, task_id: int) -> PickPlaceSpec:
         """Every task moves a bowl onto the plate (the BDDL goal the success check reads): the Panda's stages."""

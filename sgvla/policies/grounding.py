@@ -12,7 +12,21 @@ must pick the candidate that the instruction means. Two sources of evidence:
 * the referring expression of the instruction ("the black bowl between the plate and the
   ramekin", "... next to the cookie box", "... on the stove", "... from table center", ...).
 
-The graph, when present and discriminative, wins; otherwise the expression decides. When neither
+* a spatially-referring program (`sgvla.core.referring`, worded "the black bowl that is left of the object
+  that is in front of the plate"): read back from its words with the vocabulary, and evaluated on the injected
+  graph, never on what the policy perceives (below).
+
+The graph, when present and discriminative, wins; otherwise the expression decides.
+
+A referring program is resolved from the graph or not at all. With a graph in the prompt (scene_graph and the
+arms that show one), the program's hops are evaluated on the injected triplets (a hop holds where a triplet, or its
+inverse, states it; nearest/farthest by the perceived positions of the graph's nodes, the target's node placed on
+the candidate its triplets fit, as above); it resolves when it picks out the graph's target alone. Without one
+(standard, filler) the policy knows the noun ("black bowl") and nothing of the relations, so it guesses among the
+candidates that match it, as `tie_break` says. The wording rules above stay for the suites' own phrases (what a
+policy trained on them knows); a program is not one of them, so a relation the prompt states only as a program
+reaches the policy only through the graph. With the paper's subject-filtered graph a two-hop program whose inner hop
+relates two landmarks cannot be evaluated (the graph holds the target's triplets only): the policy guesses. When neither
 tells the candidates apart, the choice is a tie: `tie_break="random"` (the default) draws among them
 with the episode's seeded generator, so a policy told nothing succeeds at chance, as a real policy
 with no information would; `"first"` takes the first candidate in position order (a fixed positional
@@ -27,10 +41,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sgvla.core.referring import Program, Vocabulary, select
 from sgvla.scene_graph.ontology import Ontology
 from sgvla.scene_graph.parse import parse_triplets
 from sgvla.scene_graph.relations import RelationParams, is_drawer_task
 from sgvla.scene_graph.serialize import CONTEXT_HEADER
+from sgvla.scene_graph.triplet import Graph
 
 STACK_RADIUS = 0.06  # metres: horizontal distance under which two objects count as stacked
 TIE_BREAKS = ("random", "first")  # how a tie among equally plausible candidates is broken
@@ -184,15 +200,53 @@ def ground_with_prompt(instruction: str, scene: PerceivedScene, ontology: Ontolo
     return None
 
 
+def ground_program(program: Program, context: str, scene: PerceivedScene, ontology: Ontology, task: str,
+                   vocabulary: Vocabulary) -> Grounding | None:
+    """The candidate a referring program means, evaluated on the injected graph (module docstring); None when the
+    prompt has no graph or the program does not pick out the graph's target alone."""
+    if not context:
+        return None
+    target = ground_with_graph(context, scene, ontology, task)  # the target node's candidate, by its triplets
+    graph = Graph(parse_triplets(context, ontology).triplets)
+    positions = dict(scene.landmarks)
+    if target is not None:
+        positions[ontology.manipulated] = scene.candidates[target.index]
+    nodes = set(graph.objects()) | set(scene.landmarks)
+    picked = select(program, vocabulary.scene(ontology.name, nodes, graph, positions), vocabulary.families)
+    if target is None or picked != {ontology.manipulated}:
+        return None
+    return Grounding(target.index, "scene_graph", f"program {program} picks the graph's target; {target.evidence}",
+                     target.scores)
+
+
+def _tie(scene: PerceivedScene, tie_break: str, rng: random.Random | None, why: str) -> Grounding:
+    k = len(scene.candidates)
+    if tie_break == "first" or k == 1:
+        return Grounding(0, "fallback", f"{why}; first candidate")
+    if rng is None:
+        raise ValueError("tie_break='random' needs the episode's seeded generator (rng)")
+    return Grounding(rng.randrange(k), "fallback", f"{why}; seeded random choice among {k} candidates")
+
+
 def ground_target(prompt: str, scene: PerceivedScene, ontology: Ontology, task: str | None = None,
-                  tie_break: str = "random", rng: random.Random | None = None) -> Grounding:
-    """Pick the candidate the prompt means: graph evidence first, then the instruction's wording, else a tie broken
-    by `tie_break` (`random` draws with `rng`, which the caller seeds per episode; see the module docstring)."""
+                  tie_break: str = "random", rng: random.Random | None = None,
+                  vocabulary: Vocabulary | None = None) -> Grounding:
+    """Pick the candidate the prompt means: a referring program (with `vocabulary`) on the graph, else graph
+    evidence first, then the instruction's wording, else a tie broken by `tie_break` (`random` draws with `rng`,
+    which the caller seeds per episode; see the module docstring)."""
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     if len(scene.candidates) == 0:
         raise ValueError("no candidate objects to ground the instruction on")
     instruction, context = split_prompt(prompt)
+    parsed = vocabulary.parse(instruction, ontology.name) if vocabulary is not None else None
+    if parsed is not None:
+        program = parsed[0]
+        found = ground_program(program, context, scene, ontology, task or instruction, vocabulary)  # type: ignore[arg-type]
+        if found is not None:
+            return found
+        why = "the graph does not pick out its target" if context else "no scene graph to evaluate it on"
+        return _tie(scene, tie_break, rng, f"program {program}: {why}")
     if context:
         by_graph = ground_with_graph(context, scene, ontology, task or instruction)
         if by_graph is not None:
@@ -200,10 +254,4 @@ def ground_target(prompt: str, scene: PerceivedScene, ontology: Ontology, task: 
     by_prompt = ground_with_prompt(instruction, scene, ontology)
     if by_prompt is not None:
         return by_prompt
-    k = len(scene.candidates)
-    if tie_break == "first" or k == 1:
-        return Grounding(0, "fallback", "instruction names no resolvable referent; first candidate")
-    if rng is None:
-        raise ValueError("tie_break='random' needs the episode's seeded generator (rng)")
-    return Grounding(rng.randrange(k), "fallback",
-                     f"instruction names no resolvable referent; seeded random choice among {k} candidates")
+    return _tie(scene, tie_break, rng, "instruction names no resolvable referent")

@@ -23,6 +23,11 @@ the scene as it is now, and re-plans when its target changed or moved. Not every
 prompt states stop holding once the robot carries the bowl (a bowl lifted off the plate's left is no longer left of
 it), so grounding each step would switch bowls mid-carry; grounding once (as before) would keep a bowl the prompt
 no longer means, by a name the policy has no right to know.
+
+A spatially-referring instruction (the `spatial_referring` sets; `sgvla.core.referring`): the expert is told the
+true target (the goal) as always; prompt_grounded reads the program from the words with its vocabulary (option
+`referring`) and resolves it on the injected graph only, guessing among the noun's candidates without one
+(`sgvla.policies.grounding` says why).
 """
 
 import random
@@ -33,6 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
+from sgvla.core.referring import ReferringError, Vocabulary, load_vocabulary
 from sgvla.policies.grounding import TIE_BREAKS, Grounding, PerceivedScene, ground_target, split_prompt
 from sgvla.policies.registry import PolicyConfig
 from sgvla.scene_graph import Ontology
@@ -143,10 +149,12 @@ def perceive(scene, ontology: Ontology, table_center) -> tuple[PerceivedScene, l
 class PromptGroundedPolicy(ScriptedPolicy):
     """Resolves the target from the prompt; see the module docstring."""
 
-    def __init__(self, ontology: Ontology, name: str = "prompt_grounded", tie_break: str = "random"):
+    def __init__(self, ontology: Ontology, name: str = "prompt_grounded", tie_break: str = "random",
+                 vocabulary: Vocabulary | None = None):
         self.name = name
         self.ontology = ontology
         self.tie_break = tie_break
+        self.vocabulary = vocabulary  # reads spatially-referring programs (sgvla.policies.grounding)
         self.seed = 0
         self.prompt = ""
         self.grounding: Grounding | None = None
@@ -184,7 +192,8 @@ class PromptGroundedPolicy(ScriptedPolicy):
             require_objects(step.scene, *candidate_group(self.ontology), any_of=True)
             scene, names = perceive(step.scene, self.ontology, step.info["table_center"])
             self.grounding = ground_target(step.prompt, scene, self.ontology, task=step.scene.task,
-                                           tie_break=self.tie_break, rng=self.tie_rng(step.scene.task))
+                                           tie_break=self.tie_break, rng=self.tie_rng(step.scene.task),
+                                           vocabulary=self.vocabulary)
             self.target = names[self.grounding.index]
             self.place = self._place_object(step.info["goal"][1])
             require_objects(step.scene, self.place)
@@ -218,14 +227,22 @@ class PromptGroundedConfig(PolicyConfig):
     # A tie among equally plausible candidates: `random` (seeded per episode: chance, as for a policy told
     # nothing) or `first` (the first in position order: a fixed rule, 0% or 100% per layout).
     tie_break: str = "random"
+    # The vocabulary of config/referring/ whose programs it reads ("the black bowl that is left of ..."; "": none).
+    referring: str = "spatial"
 
     def __post_init__(self) -> None:
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"policy {self.display_name}: tie_break must be one of {TIE_BREAKS}, "
                              f"got {self.tie_break!r}")
+        if self.referring:
+            try:
+                load_vocabulary(self.referring)
+            except ReferringError as exc:
+                raise ValueError(f"policy {self.display_name}: referring: {exc}") from None
 
     def make(self, *, ontology: Ontology, env_config: Any = None) -> PromptGroundedPolicy:
-        return PromptGroundedPolicy(ontology, self.display_name, self.tie_break)
+        vocabulary = load_vocabulary(self.referring) if self.referring else None
+        return PromptGroundedPolicy(ontology, self.display_name, self.tie_break, vocabulary)
 
 
 class HoldPolicy(ScriptedPolicy):

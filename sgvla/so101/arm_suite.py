@@ -135,7 +135,10 @@ class So101HardwareSuite(SuiteConfig):
         super().check_perturbations(name)
         from sgvla.so101.twin.perturbations import load_perturbations
 
-        load_perturbations(name)
+        if load_perturbations(name).referring is not None:  # sgvla.core.referring
+            raise ValueError(f"perturbation set {name!r} words each instruction from the simulator's scene at its "
+                             "reset; on the arm the operator sets the scene after the prompt is shown (run it on the "
+                             "twin: suite so101_twin with `sgvla eval` or `sgvla launch sim_eval`)")
 
     def make_backend(self, task_id: int, perturbation: str, render_images: bool, max_steps: int | None = None):
         raise ValueError("the so101_hardware suite runs on the physical arm over its topics: "

@@ -9,11 +9,9 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import yaml
 
-from sgvla.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -22,29 +20,8 @@ PLAN = {"name": "twin_fiducial_equivalence", "suite": {"type": "so101_twin", "pe
         "perturbations": "ambiguous_prompt", "modes": ["scene_graph"], "episodes": 1, "seed_offset": 2, "workers": 1}
 
 
-def run_both(tmp_path, sim_eval, plan: dict) -> list[dict]:
-    """The plan over topics and in process at once; asserts identical episodes and returns the topics' records."""
-    config = tmp_path / "plan.yaml"
-    config.write_text(yaml.safe_dump({**plan, "output_dir": str(tmp_path / "inprocess")}))
-    env = {**os.environ, "MUJOCO_GL": "egl"}
-    sim_eval.run_together({
-        "topics": [sys.executable, "-m", "sgvla.cli", "launch", "so101_eval", "sim=true", f"eval_config={config}",
-                   f"output_dir={tmp_path / 'topics'}", "render_images=false", "--record", str(tmp_path / "bag"),
-                   "--domain-id", str(sim_eval.domain_ids(1)[0])],
-        "inprocess": [sys.executable, str(REPO_ROOT / "tests/ros/inprocess_episodes.py"), str(config),
-                      str(tmp_path / "inprocess.npz")],
-    }, env, timeout_s=800)
-    inproc = np.load(tmp_path / "inprocess.npz")
-    expected = json.loads(str(inproc["records"]))
-    got = [json.loads(line) for line in (tmp_path / "topics" / "episodes.jsonl").read_text().splitlines()]
-    assert len(expected) == len(got) == plan["episodes"] * len(plan["policies"]) * len(plan["modes"])
-    bag = sim_eval.bag_messages(tmp_path / "bag")
-    sim_eval.assert_same_episodes(expected, got, inproc, bag)
-    return got, bag
-
-
 def test_fiducial_twin_over_topics_and_in_process_give_identical_episodes(tmp_path, sim_eval):
-    got, bag = run_both(tmp_path, sim_eval, PLAN)
+    got, bag = sim_eval.run_both(tmp_path, PLAN)
     (record,) = got
     assert record["graph_source"] == "fiducial" and record["success"] and record["decision_target"] == "black_bowl_1"
     # The scene on the topic is the perceived one: the configured extents' boxes, not the simulator's geoms (a bowl's

@@ -63,7 +63,7 @@ def test_under_the_ambiguous_prompt_only_the_graph_finds_the_target(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("perturbations=table7", "perturbations 'table7' are not supported by the so101_twin suite; it supports "
                              "['none', 'ambiguous_mid_episode', 'ambiguous_prompt', 'distractor_added', 'mid_episode', "
-                             "'support_moved', 'swapped_bowls']"),
+                             "'spatial_referring', 'support_moved', 'swapped_bowls']"),
     ("tasks=[5]", "unknown task id(s) [5]; so101_twin has tasks [0, 1, 2, 3, 4]"),
 ])
 def test_unsupported_plan_is_a_clear_error(tmp_path, override, message):

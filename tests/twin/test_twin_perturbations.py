@@ -16,8 +16,8 @@ from sgvla.so101.twin.perturbations import (  # noqa: E402
 )
 from sgvla.so101.twin.pick_place import TwinPickPlace  # noqa: E402
 
-SHIPPED = ["none", "ambiguous_mid_episode", "ambiguous_prompt", "distractor_added", "mid_episode", "support_moved",
-           "swapped_bowls"]
+SHIPPED = ["none", "ambiguous_mid_episode", "ambiguous_prompt", "distractor_added", "mid_episode",
+           "spatial_referring", "support_moved", "swapped_bowls"]
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ class TwinBackend:
                  perception: bool = False) -> None:
         overrides = {"image_width": image_size, "image_height": image_size} if image_size else None
         twin_config = load_twin_config(config, overrides)
-        perturbations = load_perturbations(perturbation, twin_config)
+        self.perturbations = perturbations = load_perturbations(perturbation, twin_config)
         self.perturbation = perturbations.for_task(task_id)
         # MuJoCo's asset cache would keep a copy of every mesh compiled (115 MiB of the twin's) for the next compile;
         # the twin compiles once per task (its render model once more), so this process keeps none: a simulator

@@ -5,6 +5,7 @@ A set is one YAML file in ``config/perturbations/so101_twin/`` (or any path)::
 
     name: swapped_bowls
     description: ...
+    referring: spatial                                             # every instruction a referring program, per episode
     tasks:
       0:
         prompt: pick up the black bowl and place it on the stove    # replaces the task's prompt
@@ -30,6 +31,10 @@ fires (`TwinBackend.step`), the arm held while the moved objects settle: a swap 
 stands on them follows), a move shifts an object (and what stands on it), a removal parks an object off the table.
 A bowl swap keeps each bowl's identity (the goal and the success check are the target bowl's, now where its
 look-alike stood; the prompt's words now describe the look-alike), as in LIBERO's `mid_episode` set.
+
+``referring`` (a vocabulary of ``config/referring/``; sgvla.core.referring) replaces every task's instruction at
+each reset by a program that picks out the target bowl alone in the scene the reset made, as in LIBERO's
+``spatial_referring`` set; its tasks give no ``prompt``.
 """
 
 from __future__ import annotations
@@ -45,13 +50,15 @@ import numpy as np
 
 from sgvla.core.mid_episode import Trigger, change_list, change_trigger, triggers_text
 from sgvla.core.perturbation_files import Fail, PerturbationError, check_task_keys, parse_set, read_set
+from sgvla.core.referring import ReferringSpec, parse_referring
 from sgvla.paths import CONFIG_DIR
 from sgvla.so101.twin.config import OBJECTS, TARGET, TaskLayout, TwinConfig, load_twin_config
 
 PERTURBATION_DIR = CONFIG_DIR / "perturbations" / "so101_twin"
 NONE = "none"  # the tasks as configured
 
-_SET_KEYS = {"name", "description", "tasks"}
+_SET_KEYS = {"name", "description", "referring", "tasks"}
+ONTOLOGY = "so101_tabletop"  # the nouns a referring vocabulary gives the twin's objects
 _TASK_KEYS = {"prompt", "poses", "add", "remove", "during"}
 PARKED_AT = np.array([0.0, 3.0, 0.05])  # world position, beside the rig and out of its cameras, of removed objects
 SETTLE_S = 0.3  # seconds of physics, the arm held, after a mid-episode change
@@ -143,6 +150,7 @@ class TwinPerturbations:
     description: str = ""
     tasks: Mapping[int, TaskPerturbation] = field(default_factory=dict)
     source: str = "<code>"
+    referring: ReferringSpec | None = None  # every instruction a spatially-referring program (module docstring)
 
     def for_task(self, task_id: int) -> TaskPerturbation:
         return self.tasks.get(task_id, TaskPerturbation())
@@ -182,7 +190,11 @@ def parse_perturbations(data: Any, config: TwinConfig, source: str = "<data>",
     for task_id, entry in checked.tasks.items():
         tasks[task_id] = _parse_task(entry, config.task(task_id), checked.task_fail(task_id))
         checked_layout(config, task_id, tasks[task_id], f"{source}: task {task_id}")
-    return TwinPerturbations(checked.name(default_name), checked.description, tasks, source)
+    referring = parse_referring(checked.data.get("referring"), ONTOLOGY, checked.fail)
+    prompted = sorted(t for t, p in tasks.items() if p.prompt is not None)
+    if referring is not None and prompted:
+        raise checked.fail("key 'referring'", f"replaces every task's instruction; task(s) {prompted} give a prompt")
+    return TwinPerturbations(checked.name(default_name), checked.description, tasks, source, referring)
 
 
 def _parse_task(entry: Any, task: TaskLayout, fail: Fail) -> TaskPerturbation:

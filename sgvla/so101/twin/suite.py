@@ -61,8 +61,16 @@ class So101TwinSuite(SuiteConfig):
         from sgvla.so101.twin.backend import TwinBackend
 
         limit = {} if max_steps is None else {"max_steps": max_steps}
-        return TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
-                           perturbation=perturbation, perception=self.perception, **limit)
+        backend = TwinBackend(task_id, image_size=self.image_size, render_images=render_images,
+                              perturbation=perturbation, perception=self.perception, **limit)
+        spec = backend.perturbations.referring
+        if spec is None:
+            return backend
+        from sgvla.core.referring import ReferringBackend  # every instruction a referring program (issue 42.3)
+
+        # Made from the simulator's truth, also where the backend perceives (the task's instruction, not a percept).
+        return ReferringBackend(backend, spec, task_id=task_id, tasks=len(self.tasks), view=AGENTVIEW,
+                                truth=backend.twin.scene)
 
     def stages(self, task_id: int) -> PickPlaceSpec:
         """Every task moves the target bowl onto the place object (what `So101Twin.success` reads). With perception
