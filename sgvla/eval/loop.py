@@ -27,7 +27,7 @@ def run_episode(backend: Backend, engine: Episode, video_dir: Path | None = None
     engine.start(backend.task, Step(obs, scene), reference)
     video = None
     if video_dir is not None:
-        from sgvla.eval.video import EpisodeVideo  # OpenCV's encoder (~30 MiB): only runs that record videos load it
+        from sgvla.eval.video import EpisodeVideo  # OpenCV and PyAV's encoder: loaded by runs that record videos
 
         key = engine.key
         if upright is None:

@@ -5,13 +5,17 @@ Chromium renders it, filtered from the URL's fragment, with no request leaving f
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
+import time
 from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 import sgvla.plugins  # noqa: F401
@@ -19,6 +23,7 @@ from sgvla.cli import main
 from sgvla.core.episode import EpisodeKey, EpisodeRecord
 from sgvla.eval.report import write_report
 from sgvla.eval.shards import Merged, write_merged
+from sgvla.eval.video import PANEL_WIDTH, EpisodeVideo
 from sgvla.scene_graph.ontology import Ontology
 from sgvla.scene_graph.serialize import compose_prompt, format_prompt_context, triplet_spans
 from sgvla.scene_graph.triplet import Graph
@@ -186,17 +191,20 @@ def test_a_partial_merge_says_so_at_the_top_of_table_md_and_the_page(tmp_path, c
         out / "report.html").read_text()
 
 
-def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def chromium_command(*args: str) -> list[str]:
     """Debian's headless Chromium in a network namespace with loopback only, no name resolved and its own background
     services (network time, field trials, domain reliability) off: nothing can leave the machine, whatever the page
     or the browser asks, and what the net log shows is what the page asked for."""
-    command = ["unshare", "--net", "--map-root-user", shutil.which("chromium"), "--headless=new", "--disable-gpu",
-               "--no-sandbox", "--no-first-run", "--disable-extensions", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--metrics-recording-only",
-               "--disable-domain-reliability", "--disable-field-trial-config",
-               "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,MediaRouter,Translate",
-               "--host-resolver-rules=MAP * ~NOTFOUND", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return ["unshare", "--net", "--map-root-user", shutil.which("chromium"), "--headless=new", "--disable-gpu",
+            "--no-sandbox", "--no-first-run", "--disable-extensions", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--metrics-recording-only",
+            "--disable-domain-reliability", "--disable-field-trial-config",
+            "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,MediaRouter,Translate",
+            "--host-resolver-rules=MAP * ~NOTFOUND", *args]
+
+
+def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(chromium_command(*args), capture_output=True, text=True, timeout=timeout)
 
 
 def page_requests(net_log: Path) -> set[str]:
@@ -208,9 +216,12 @@ def page_requests(net_log: Path) -> set[str]:
             and e["params"].get("initiator") != "not an origin"}
 
 
+needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed "
+                                    "(apt-get install chromium): the page is checked in a real browser only where one is")
+
+
 @pytest.mark.integration
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (apt-get install "
-                    "chromium): the page is checked in a real browser only where one is")
+@needs_chromium
 def test_headless_chromium_renders_the_page_filtered_with_no_request_off_disk(tmp_path):
     html = write_report(tmp_path / "run", run_records())["html"]
     profile, net_log = tmp_path / "profile", tmp_path / "net.json"
@@ -241,3 +252,150 @@ def test_headless_chromium_renders_the_page_filtered_with_no_request_off_disk(tm
                     f"--screenshot={shot}", html.as_uri())
     assert done.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG"), done.stderr[-3000:]
     shutil.copyfile(shot, SCREENSHOT)
+
+
+class DevTools:
+    """Chromium (`chromium_command`) driven over its DevTools protocol on a pipe (``--remote-debugging-pipe``: the
+    browser reads commands on its fd 3 and answers on fd 4, each a JSON message ending in NUL), for what
+    ``--dump-dom`` cannot do: play a video and wait, in real time, for it to advance. A pipe needs no port, so the
+    browser stays in its loopback-only namespace. Every request a page makes (its file: and media loads included,
+    which the net log does not list) is seen as DevTools' Network.requestWillBeSent."""
+
+    def __init__(self, *args: str, timeout: float = 60):
+        import fcntl
+
+        def above_4(fd: int) -> int:  # the child's dup2 onto 3 and 4 must not clobber one of the two
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+            os.close(fd)
+            return high
+
+        commands_in, self.commands = map(above_4, os.pipe())
+        self.answers, answers_out = map(above_4, os.pipe())
+
+        def onto_3_and_4():
+            os.dup2(commands_in, 3)
+            os.dup2(answers_out, 4)
+
+        self.proc = subprocess.Popen(chromium_command("--remote-debugging-pipe", *args), preexec_fn=onto_3_and_4,
+                                     close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        os.close(commands_in)
+        os.close(answers_out)
+        self.timeout, self.buffer, self.sent = timeout, b"", 0
+        self.requests: list[str] = []  # the URLs pages asked for, in order
+
+    def call(self, method: str, session: str | None = None, **params):
+        """One command's result (its events are skipped); a protocol error fails the test."""
+        import select
+
+        self.sent += 1
+        message = {"id": self.sent, "method": method, "params": params, **({"sessionId": session} if session else {})}
+        os.write(self.commands, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            while b"\0" not in self.buffer:
+                left = deadline - time.monotonic()
+                assert left > 0 and select.select([self.answers], [], [], left)[0], f"{method}: no answer"
+                chunk = os.read(self.answers, 1 << 16)
+                assert chunk, f"chromium ended: {self.proc.stderr.read().decode()[-3000:]}"
+                self.buffer += chunk
+            raw, self.buffer = self.buffer.split(b"\0", 1)
+            answer = json.loads(raw)
+            if answer.get("method") == "Network.requestWillBeSent":
+                self.requests.append(answer["params"]["request"]["url"])
+            if answer.get("id") == self.sent:
+                assert "error" not in answer, (method, answer["error"])
+                return answer["result"]
+
+    def evaluate(self, url: str, expression: str) -> tuple[object, list[str]]:
+        """`expression`'s value (a promise awaited) in a new tab showing `url`, once the page has loaded, and the
+        URLs of every request the tab made meanwhile."""
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Network.enable", session)
+        self.requests = []
+        self.call("Page.navigate", session, url=url)
+        ready = "new Promise(r => document.readyState === 'complete' ? r() : addEventListener('load', () => r()))"
+        self.call("Runtime.evaluate", session, expression=ready, awaitPromise=True)
+        result = self.call("Runtime.evaluate", session, expression=expression, awaitPromise=True, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"]["value"], self.requests
+
+    def close(self):
+        try:
+            self.call("Browser.close")
+            self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stderr.close()
+            os.close(self.commands)
+            os.close(self.answers)
+
+
+# Each video of the page played, muted, until it has advanced half a second (or failed, ended, or 20 s went by).
+PLAY_EVERY_VIDEO = """(async () => {
+  const out = [];
+  for (const v of document.querySelectorAll('video')) {
+    v.muted = true;
+    let refused = null;
+    try { await v.play(); } catch (e) { refused = String(e); }
+    const start = performance.now();
+    while (!refused && v.currentTime < 0.5 && !v.error && !v.ended && performance.now() - start < 20000)
+      await new Promise(r => setTimeout(r, 50));
+    v.pause();
+    out.push({src: v.currentSrc, readyState: v.readyState, duration: v.duration, currentTime: v.currentTime,
+              width: v.videoWidth, height: v.videoHeight, error: v.error && v.error.code, refused});
+  }
+  return out;
+})()"""
+
+
+def episode_video(path: Path, frames: int, size: int = 64) -> EpisodeVideo:
+    """A video written by sgvla's own writer (what `run_episode` records), of two cameras whose square moves."""
+    video = EpisodeVideo(path, upright=lambda img: img)
+    for i in range(frames):
+        images = {}
+        for camera in ("agentview", "wrist"):
+            img = np.full((size, size, 3), 40, np.uint8)
+            img[:, i % size: i % size + 8] = (250, 120, 0)
+            images[camera] = img
+        video.add(images, f"step {i}  scene_graph\n{TASK}")
+    video.close()
+    return video
+
+
+@pytest.mark.integration
+@needs_chromium
+def test_the_episode_videos_play_in_headless_chromium_from_disk(tmp_path):
+    run = tmp_path / "run"
+    records = []
+    for m, mode in enumerate(MODES):  # one block, three arms, each with its own video (2, 3 and 4 s at 20 fps)
+        video = episode_video(run / "videos" / f"expert_t0_{mode}_s0.mp4", frames=40 + 20 * m)
+        records.append(record("expert", 0, mode, 0, True, video=str(video.path), steps=video.frames))
+    html = write_report(run, records)["html"]
+    # the controls: what OpenCV's MP4 writer gave before (MPEG-4 Part 2, 'mp4v') does not play here, and a request
+    # for the web is seen
+    control = run / "videos" / "mp4v.mp4"
+    writer = cv2.VideoWriter(str(control), cv2.VideoWriter_fourcc(*"mp4v"), 20.0, (64, 64))
+    for i in range(40):
+        writer.write(np.full((64, 64, 3), 6 * i, np.uint8))
+    writer.release()
+    (run / "control.html").write_text('<html><body><video src="videos/mp4v.mp4"></video>'
+                                      '<img src="http://example.com/x.png"></body></html>')
+    browser = DevTools(f"--user-data-dir={tmp_path / 'profile'}")
+    try:
+        played, asked = browser.evaluate(html.as_uri(), PLAY_EVERY_VIDEO)
+        refused, control_asked = browser.evaluate((run / "control.html").as_uri(), PLAY_EVERY_VIDEO)
+    finally:
+        browser.close()
+    assert [Path(v["src"]).name for v in played] == [f"expert_t0_{m}_s0.mp4" for m in MODES], played
+    for v, seconds in zip(played, (2.0, 3.0, 4.0)):
+        assert v["src"].startswith("file://") and v["error"] is None and v["refused"] is None, v
+        assert v["readyState"] >= 2 and v["currentTime"] >= 0.5, v  # it has a frame and played on
+        assert abs(v["duration"] - seconds) < 0.1 and (v["width"], v["height"]) == (2 * 64 + PANEL_WIDTH, 64), v
+    # the page and its three videos, all from disk: nothing else was asked for
+    assert all(u.startswith(("file://", "data:")) for u in asked), asked
+    assert {u for u in asked if u.endswith(".mp4")} == {v["src"] for v in played}, asked
+    assert refused[0]["error"] == 4 and refused[0]["currentTime"] == 0, refused  # MEDIA_ERR_SRC_NOT_SUPPORTED
+    assert "http://example.com/x.png" in control_asked, control_asked
