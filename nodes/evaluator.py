@@ -144,8 +144,9 @@ class Evaluator(SgvlaNode):
         if ev is not None:
             paths = ev.write_report()
             self.write_graph(ev.out / "ros_graph.json")
-            self.get_logger().info(f"records: {ev.results.path} ({ev.finished} new, {ev.failed} failed); "
-                                   + ", ".join(f"{k}: {v}" for k, v in paths.items()))
+            # one output per line, as sgvla eval's closing list (the summary above is on stdout)
+            self.get_logger().info(f"records: {ev.results.path} ({ev.finished} new, {ev.failed} failed)\n"
+                                   + "\n".join(f"{k}: {v}" for k, v in paths.items()))
         self.exit_code = code
         self.result_pub.wait_for_all_acked(Duration(seconds=2.0))  # delivered (e.g. to a recorder) first
         raise NodeExit(code)

@@ -61,3 +61,31 @@ def test_sgvla_report_prints_the_summary_not_the_table(tmp_path, capsys):
     summary = out[:out.index(f"report: {run / 'report.html'}")]
     assert summary and max(len(line) for line in summary) <= WIDTH
     assert any(line.startswith("  sg ") and "Holm p" in line for line in summary)
+
+
+def test_the_ros_evaluator_prints_the_summary_sgvla_eval_prints(tmp_path, capsys):
+    """`sgvla launch sim_eval`'s evaluator node ends with `TopicEvaluation.write_report` (sgvla.nodegraph.evaluation):
+    on stdout the summary of `sgvla eval`, line for line, with the report's path, and no wide table."""
+    from sgvla.core.episode import EpisodeRecord
+    from sgvla.nodegraph.evaluation import TopicEvaluation
+
+    from .plans import small_config
+
+    modes = ["standard", "scene_graph", "filler", "wrong_graph"]
+    cfg = small_config(tmp_path / "run", modes=modes, tasks=[0, 1], episodes=3)
+    evaluation = TopicEvaluation(cfg)
+    kept = []
+    while (goal := evaluation.next_goal()) is not None:  # the plan's goals, each answered as the policy node does
+        key = goal.key
+        done = record(key.policy, key.task_id, key.mode, key.seed, key.mode == "scene_graph" or key.seed == 0,
+                      prompt=f"pick up the bowl ({key.mode})")
+        kept.append(evaluation.finish(EpisodeRecord.from_json({**done, "perturbation": key.perturbation})))
+    capsys.readouterr()
+    paths = evaluation.write_report()
+    printed = capsys.readouterr().out.rstrip("\n").splitlines()
+    plan = SequentialPlan.stored(evaluation.out)
+    assert printed == summary_lines(kept, plan=plan, html=paths["html"]), "\n".join(printed)
+    assert printed[-1] == f"report: {paths['html']}" and max(len(line) for line in printed[:-1]) <= WIDTH
+    assert not [line for line in printed if line.startswith("|")]  # the wide table stays in table.md
+    assert "| all |" in paths["markdown"].read_text()
+    assert any(line.startswith("  sg ") and "Holm p" in line for line in printed)
