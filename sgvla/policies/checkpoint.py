@@ -1,13 +1,19 @@
 """Opening a LeRobot checkpoint, the one way for every embodiment: where it is (a local directory or a hub id),
 its config with the device overridden (as `lerobot-eval --policy.device=...` does), its type checked before any
-weight is read, and the processor overrides that put the processors on the same device."""
+weight is read, the processor overrides that put the processors on the same device, and LeRobot's prints while it
+loads kept off sgvla's stdout."""
 
 from __future__ import annotations
 
+import io
+import logging
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def is_local(path: str) -> bool:
@@ -57,6 +63,30 @@ def use_threads(threads: int) -> None:
 
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+@contextmanager
+def lerobot_prints(what: str) -> Iterator[None]:
+    """Run LeRobot's loading code with what it prints (``from_pretrained``'s "Loading weights from local directory",
+    pi0/pi05's report of the keys it loaded, SmolVLA's "Loading ... weights") moved off stdout, line by line,
+    prefixed by `what`: sgvla's stdout carries a run's progress and summary, which these lines broke up. They go to
+    this module's logger (INFO; `sgvla eval` logs to stderr) where logging is set up, else straight to stderr (a
+    pool worker, a node), so nothing LeRobot says is lost; sgvla checks the weights itself before LeRobot reads
+    them (`sgvla.policies.weights`).
+
+    Python-level prints only (LeRobot's are). The swap of `sys.stdout` is process-wide: a print by another thread
+    meanwhile goes the same way."""
+    buffer = io.StringIO()
+    try:
+        with redirect_stdout(buffer):
+            yield
+    finally:
+        lines = [line for line in buffer.getvalue().splitlines() if line.strip()]
+        for line in lines:
+            if log.hasHandlers() and log.isEnabledFor(logging.INFO):
+                log.info("%s: %s", what, line)
+            else:
+                print(f"{what}: {line}", file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -39,7 +39,8 @@ from lerobot.processor import PolicyProcessorPipeline, TokenizerProcessorStep
 from lerobot.utils.constants import ACTION, OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS, OBS_STATE
 
 from sgvla.core.protocols import PolicyGaveUp, PromptBudget, StepInput
-from sgvla.policies.checkpoint import checkpoint_config, checkpoint_path, processor_overrides, use_threads
+from sgvla.policies.checkpoint import (checkpoint_config, checkpoint_path, lerobot_prints, processor_overrides,
+                                      use_threads)
 from sgvla.policies.weights import checked_config
 from sgvla.scene_graph.serialize import triplet_spans
 
@@ -106,15 +107,17 @@ class LeRobotPolicy:
         # LeRobot's own build (float32, then its bfloat16 conversion of the PaliGemma part only): built in bfloat16
         # throughout, pi05's action_in_proj was bfloat16 where LeRobot keeps it float32, and every forward pass
         # failed ("mat1 and mat2 must have the same dtype"; test_pi_forward, the first time it ran).
-        self.policy = make_policy(cfg=cfg, env_cfg=self.env_cfg, rename_map={})
+        with lerobot_prints(self.name):  # LeRobot prints while it loads: kept off sgvla's stdout
+            self.policy = make_policy(cfg=cfg, env_cfg=self.env_cfg, rename_map={})
         self.policy.eval()
         overrides, _ = processor_overrides(self.policy.config.device)
         if max_prompt_tokens is not None:
             overrides["tokenizer_processor"] = {"max_length": max_prompt_tokens}
         try:
-            self.preprocessor, self.postprocessor = make_pre_post_processors(
-                policy_cfg=cfg, pretrained_path=Path(path), preprocessor_overrides=overrides
-            )
+            with lerobot_prints(self.name):
+                self.preprocessor, self.postprocessor = make_pre_post_processors(
+                    policy_cfg=cfg, pretrained_path=Path(path), preprocessor_overrides=overrides
+                )
         except KeyError as e:
             if max_prompt_tokens is None:
                 raise
@@ -348,7 +351,9 @@ def checkpoint_prompt_meter(path: str | Path, device: str = "cpu", max_prompt_to
     overrides, _ = processor_overrides(device)
     if max_prompt_tokens is not None:
         overrides["tokenizer_processor"] = {"max_length": max_prompt_tokens}
-    preprocessor, _ = make_pre_post_processors(policy_cfg=cfg, pretrained_path=path, preprocessor_overrides=overrides)
+    with lerobot_prints(Path(path).name):
+        preprocessor, _ = make_pre_post_processors(policy_cfg=cfg, pretrained_path=path,
+                                                   preprocessor_overrides=overrides)
     state = cfg.robot_state_feature
     return PromptMeter.of(preprocessor, torch.zeros(1, *state.shape) if state else None)
 

@@ -59,7 +59,7 @@ class So101Checkpoint:
         from lerobot.policies import make_pre_post_processors
         from lerobot.policies.factory import get_policy_class
 
-        from sgvla.policies.checkpoint import checkpoint_path, processor_overrides
+        from sgvla.policies.checkpoint import checkpoint_path, lerobot_prints, processor_overrides
         from sgvla.policies.weights import checked_config
 
         if min_inference_s < 0:
@@ -77,7 +77,8 @@ class So101Checkpoint:
         self.cameras = {key.removeprefix(IMAGE_PREFIX): tuple(ft.shape) for key, ft in cfg.input_features.items()
                         if ft.type is FeatureType.VISUAL}
         policy_class = get_policy_class(cfg.type)  # weights checked above; random only with random_weights
-        self.policy = policy_class.from_pretrained(path, config=cfg) if cfg.pretrained_path else policy_class(cfg)
+        with lerobot_prints(Path(path).name):  # LeRobot prints while it loads: kept off sgvla's stdout
+            self.policy = policy_class.from_pretrained(path, config=cfg) if cfg.pretrained_path else policy_class(cfg)
         self.policy.to(device)
         self.policy.eval()
         pre, post = processor_overrides(device)
