@@ -94,7 +94,7 @@ class BatchPolicy(Protocol):
     Each episode is a session, an opaque object holding that episode's own state (action-chunk queue, prompt,
     noise stream); `act_batch` steps several sessions together, in one forward pass where the policy can. The
     item of a session whose policy gave up is the `PolicyGaveUp` itself, so one episode's end leaves the others
-    of its batch alone. `sgvla.policies.batch` adapts plain policies and turns a session into a `Policy`."""
+    of its batch alone. `sgvla.policies.serving.batch` adapts plain policies and turns a session into a `Policy`."""
 
     name: str
 

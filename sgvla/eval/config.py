@@ -25,6 +25,7 @@ from typing import Literal
 
 from sgvla.core.context import ContextMode
 from sgvla.core.graph_source import GraphSourceConfig, GroundTruthConfig
+from sgvla.eval.executor import ExecutorConfig, LocalExecutor
 from sgvla.eval.suite import SuiteConfig
 from sgvla.policies.registry import PolicyConfig
 from sgvla.scene_graph.serialize import STYLES
@@ -41,7 +42,7 @@ def _default_policies() -> list[PolicyConfig]:
 
 @dataclass
 class PolicyServerConfig:
-    """Which policies one batched policy server hosts for all workers (sgvla.policies.server), and how it batches.
+    """Which policies one batched policy server hosts for all workers (sgvla.policies.serving), and how it batches.
 
     serve: `auto` hosts the learned policies whenever episodes run in more than one worker (one copy of their
     weights, one forward pass for the steps of concurrent episodes); `learned` does so even with one worker; `all`
@@ -63,29 +64,6 @@ class PolicyServerConfig:
             raise ValueError(f"policy_server.max_wait_ms must be within [0, 10000], got {self.max_wait_ms}")
 
 
-@dataclass
-class RayConfig:
-    """The Ray cluster of `executor: ray` (sgvla.eval.ray_executor)."""
-
-    address: str = "auto"  # a running cluster (`ray start --head` on one machine, `ray start --address` on others)
-    cpus_per_worker: float = 1.0  # CPUs Ray reserves for each simulator worker
-    gpus_per_server: float | None = None  # GPUs for the policy server; None: 1 when a served policy's device is cuda
-    # Seconds a simulator worker may wait for the cluster to place it (its CPUs free on some node) while no worker of
-    # the run is up: then the run stops, saying what could not be placed, rather than waiting forever.
-    placement_timeout_s: float = 120.0
-
-    def __post_init__(self) -> None:
-        if not self.address:
-            raise ValueError("ray.address is empty: the cluster's address (host:port), or auto for the one started "
-                             "on this machine with `ray start --head`")
-        if self.cpus_per_worker <= 0:
-            raise ValueError(f"ray.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
-        if self.gpus_per_server is not None and self.gpus_per_server < 0:
-            raise ValueError(f"ray.gpus_per_server must be >= 0, got {self.gpus_per_server}")
-        if not self.placement_timeout_s > 0:
-            raise ValueError(f"ray.placement_timeout_s must be > 0, got {self.placement_timeout_s}")
-
-
 _SHARD = re.compile(r"(\d+)/(\d+)")
 
 
@@ -98,6 +76,16 @@ def parse_shard(text: str) -> tuple[int, int]:
                          "shards and 0 <= i < N (counted from 0), e.g. shard=1/4 for the second of 4 shards "
                          "(0/4 .. 3/4); 0/1 is the whole plan")
     return index, count
+
+
+def upgrade_stored(data: dict) -> dict:
+    """A plan as stored (`config.yaml`) before the executor carried its options: its top-level `ray` settings go
+    under `executor` when it ran on Ray, and away otherwise (they were unused), so that its folder still reads."""
+    data = dict(data)
+    ray = data.pop("ray", None)
+    if isinstance(ray, dict) and data.get("executor") == "ray":
+        data["executor"] = {"type": "ray", **ray}
+    return data
 
 
 def _duplicates(items: list) -> list:
@@ -140,11 +128,11 @@ class EvalConfig:
     # array) run one plan in N folders and `sgvla merge` joins them into one table (sgvla.eval.shards). Text, not a
     # number: 0/1 is the whole plan.
     shard: str = "0/1"
-    # Where episodes run: `local` (this machine: `workers` processes) or `ray` (simulator workers as actors of the
-    # Ray cluster at ray.address). Either way one policy server hosts the learned policies (policy_server).
-    executor: Literal["local", "ray"] = "local"
+    # Where episodes run, a registered choice with its options (sgvla.eval.executor): local (this machine: `workers`
+    # processes) or {type: ray, address: HEAD:6379, ...} (simulator workers as actors of a Ray cluster). Either way
+    # one policy server hosts the learned policies (policy_server).
+    executor: ExecutorConfig = field(default_factory=LocalExecutor)
     policy_server: PolicyServerConfig = field(default_factory=PolicyServerConfig)  # one batched server for all workers
-    ray: RayConfig = field(default_factory=RayConfig)  # the cluster of executor: ray
 
     def __getstate__(self) -> dict:
         """The plan as pickled for a worker process or a Ray actor, with the modules that register its context modes:
@@ -279,8 +267,12 @@ def plan_keys(cls=None, prefix: str = "") -> list[tuple[str, str, str]]:
     docs, keys = field_docs(cls), []
     for f in dataclasses.fields(cls):
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        nested = type(default) in (PolicyServerConfig, RayConfig)
+        nested = type(default) is PolicyServerConfig
         keys.append((prefix + f.name, "" if nested else _default_text(default), docs.get(f.name, "")))
         if nested:
             keys.extend(plan_keys(type(default), f"{prefix}{f.name}."))
+        if isinstance(default, ExecutorConfig):  # each executor's own options, named with it
+            for name, choice in sorted(ExecutorConfig.choices().items()):
+                keys.extend((key, value, f"(executor: {name}) {meaning}")
+                            for key, value, meaning in plan_keys(choice, f"{prefix}{f.name}."))
     return keys

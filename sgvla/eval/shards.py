@@ -30,7 +30,7 @@ import yaml
 
 from sgvla.core.config import ConfigError, from_mapping, load_yaml
 from sgvla.core.episode import EpisodeKey
-from sgvla.eval.config import EvalConfig, parse_shard  # noqa: F401  (parse_shard: part of this module's API)
+from sgvla.eval.config import EvalConfig, parse_shard, upgrade_stored  # noqa: F401  (parse_shard: part of this API)
 from sgvla.eval.order import block, plan, shard_index, shard_keys  # noqa: F401  (what a shard is: part of this API)
 from sgvla.eval.results import INFRA_FAILURES, RESULTS, CorruptRecords, InfraFailures, ResultsFile, open_records
 from sgvla.eval.run_dir import HARMLESS, HARMLESS_CLIENT, PLAN, VLM_CLIENT, plan_differences, stored_settings
@@ -61,7 +61,7 @@ class ShardRun:
             what = "does not exist" if not path.exists() else f"holds no {PLAN}, so it is no run folder of `sgvla eval`"
             raise MergeError(f"{path} {what}; give the run folders of the shards (sgvla eval ... shard=i/N --out DIR)")
         try:
-            cfg = from_mapping(EvalConfig, load_yaml(path / PLAN), str(path / PLAN))
+            cfg = from_mapping(EvalConfig, upgrade_stored(load_yaml(path / PLAN)), str(path / PLAN))
             client = load_yaml(path / VLM_CLIENT) if (path / VLM_CLIENT).is_file() else None
             results, infra = open_records(path, writable=False)  # never changes a shard's records
         except (ConfigError, CorruptRecords) as e:

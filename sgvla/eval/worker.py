@@ -1,5 +1,5 @@
 """One simulator worker of an evaluation: its simulator (one task's at a time), graph source and policies, reused
-across the episodes it runs, in process, in a pool process (`init_worker`, `run_in_worker`) or in a Ray actor.
+across the episodes it runs, in process, in a worker process (`serve_episodes`) or in a Ray actor.
 
 Worker processes die with the process that started them however it ends (SIGKILL included): each asks the kernel
 for SIGKILL when its parent dies (PR_SET_PDEATHSIG) and checks that the parent is still the one that started it.
@@ -8,14 +8,24 @@ A worker imports what stepping its suite needs and nothing of the policies it do
 scripted policies no torch, LeRobot policy code or transformers comes from sgvla's side (tests/eval/test_lean_workers.py
 holds the boundary; LIBERO's backend still imports torch through LeRobot's LiberoEnv, which it is built on). Each
 episode gives its simulator builds' temporaries back to the system (`release_free_memory`).
+
+An episode's sessions on the policy server close as soon as its record is taken: the server's batches wait for the
+steps of every open session, and a worker between episodes (rebuilding its simulator for the next task) has no step
+to give.
 """
+
+from __future__ import annotations
 
 import atexit
 import ctypes
 import logging
 import os
+import pickle
 import signal
+import traceback
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Headless rendering unless the environment says otherwise. MuJoCo picks its GL backend when it is first
 # imported (below, through the policies), so this must come first; later it would be too late.
@@ -24,11 +34,13 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from sgvla.core.context import ContextMode  # noqa: E402
 from sgvla.core.episode import Episode, EpisodeKey, InfrastructureFailure  # noqa: E402
 from sgvla.core.processes import die_with_parent  # noqa: E402
-from sgvla.eval.config import EvalConfig  # noqa: E402
 from sgvla.eval.loop import run_episode  # noqa: E402
-from sgvla.eval.serving import served_policies  # noqa: E402
+from sgvla.policies.serving.plan import served_policies  # noqa: E402
 from sgvla.policies.session import PolicySession  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
+
+if TYPE_CHECKING:
+    from sgvla.eval.config import EvalConfig
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +104,8 @@ class Worker:
         except Exception:
             self.close_backend()
             raise
+        finally:
+            self.policies.end_served_episodes()  # the record is taken: the server's batches no longer wait for it
         record.extra.update(self.cfg.suite.record_facts())
         record.extra.update(self.configs[key.policy].record_facts())  # the weights' provenance
         release_free_memory()  # what building its simulator (at the first reset, or a hard reset's) left behind
@@ -146,3 +160,48 @@ def run_in_worker(episode: EpisodeKey) -> dict:
     if _worker is None:
         raise WorkerSetupError(_setup_error)
     return _worker.run(episode)
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker process, as the cause of its copy in the parent."""
+
+    def __init__(self, trace: str):
+        super().__init__(trace)
+        self.trace = trace
+
+    def __str__(self) -> str:
+        return self.trace
+
+
+def _sendable(error: Exception) -> tuple[BaseException, str]:
+    """An episode's exception as it can cross to the parent (a RuntimeError naming it when it cannot), with its
+    traceback here."""
+    trace = "".join(traceback.format_exception(error))
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        error = RuntimeError(f"{type(error).__name__}: {error}")
+    return error, trace
+
+
+def serve_episodes(cfg: EvalConfig, parent: int, endpoint, conn: Connection) -> None:
+    """A worker process's life (`sgvla.eval.pool.ProcessPool`): set up (("up", why not)), then one episode at a
+    time from `conn` (("done", record) or ("failed", (exception, traceback))) until it is told to end (None) or
+    its parent is gone."""
+    init_worker(cfg, parent, endpoint)
+    conn.send(("up", _setup_error))
+    if _worker is None:
+        return
+    while True:
+        try:
+            episode = conn.recv()
+        except (EOFError, OSError):
+            break
+        if episode is None:
+            break
+        try:
+            reply = ("done", run_in_worker(episode))
+        except Exception as e:
+            reply = ("failed", _sendable(e))
+        conn.send(reply)
+    _worker.close_runner()

@@ -4,7 +4,8 @@ The node sends `plan(cfg)` in order (what `run_plan` does with one worker) as `r
 episodes already in the run's `episodes.jsonl`, and writes the same files from the records the policy node
 returns: `config.yaml`, `episodes.jsonl`, `infra_failures.jsonl` (episodes whose machinery failed: retried by
 the next run; episodes an operator marked invalid, kind ``invalid``: redone at once) and the report. It takes the
-output folder as `sgvla eval` does (`RunDir`: locked, one plan per folder).
+output folder and keeps it as `sgvla eval` does (`RunDir`: locked, one plan per folder; `Bookkeeping`: what is to
+do, what was recorded, what to rerun).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Any
 from sgvla.core.config import to_mapping
 from sgvla.core.episode import EpisodeKey, EpisodeRecord
 from sgvla.core.graph_source import GraphSourceConfig
+from sgvla.eval.bookkeeping import Bookkeeping
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.run_dir import RunDir
-from sgvla.eval.runner import plan, validate
+from sgvla.eval.runner import validate
 from sgvla.core.config import parse_line
 from sgvla.paths import resolve_data_path
 
@@ -67,17 +69,28 @@ class TopicEvaluation:
     def __init__(self, cfg: EvalConfig, first_episode_number: int = 1):
         self.cfg = cfg
         self.run_dir = RunDir.open(cfg)  # held (locked) for the life of this process
+        self.book = Bookkeeping(cfg, self.run_dir)
         self.out = self.run_dir.path
         self.results = self.run_dir.results
         self.configs = {p.display_name: p for p in cfg.policies}
-        self.todo = [k for k in plan(cfg) if k not in self.results]
-        self.total = len(plan(cfg))
-        self.failed = 0
-        self.finished = 0
-        self.invalid = 0  # episodes the operator marked invalid (redone at once)
+        self.todo = self.book.todo  # the episodes still to run, in order (an invalid one goes back to the front)
+        self.total = self.book.total
         self.next_number = first_episode_number
         if cfg.workers > 1:
             log.info("workers=%d: over topics one environment node runs the episodes one after another", cfg.workers)
+
+    @property
+    def finished(self) -> int:
+        return self.book.counts["recorded"]
+
+    @property
+    def failed(self) -> int:
+        return self.book.counts["infra"]
+
+    @property
+    def invalid(self) -> int:
+        """Episodes the operator marked invalid (redone at once)."""
+        return self.book.counts["invalid"]
 
     def next_goal(self) -> Goal | None:
         if not self.todo:
@@ -94,13 +107,10 @@ class TopicEvaluation:
         """Keep the record the policy node returned: a result, or an infrastructure failure (retried next run); an
         episode the operator marked invalid is logged with its note and goes back to the front of the queue."""
         if record.extra.get("verdict") == "invalid":  # the operator's redo: no result; the same episode next
-            self.invalid += 1
             # the note, and where its rollout was saved (kept and marked invalid, so it can be replayed too)
             notes = {k: v for k, v in record.extra.items()
                      if k in ("verdict_source", "operator_note") or k.startswith("rollout_")}
-            self.run_dir.infra.add(record.key, "invalid", record.infra_failure, **notes)
-            self.todo.insert(0, record.key)
-            log.info("episode %s marked invalid by the operator; running it again", tuple(record.key))
+            self.book.redo(record.key, record.infra_failure, **notes)
             return {}
         if record.infra_failure:
             self.fail(record.key, record.infra_failure)
@@ -109,16 +119,12 @@ class TopicEvaluation:
         if record.key.policy in self.configs:  # the weights' provenance, as sgvla eval's workers record it
             record.extra.update(self.configs[record.key.policy].record_facts())
         data = record.to_json()
-        self.results.append(data)
-        self.finished += 1
+        self.book.record(data)
         return data
 
     def fail(self, key: EpisodeKey, reason: str) -> None:
         """An episode the node graph could not run: an infrastructure failure, retried by the next run."""
-        self.failed += 1
-        self.run_dir.infra.add(key, "node_graph", reason)
-        log.error("episode %s: infrastructure failure, not a result (%s); the next run retries it", tuple(key),
-                  reason)
+        self.book.fail(key, "node_graph", reason)
 
     def write_report(self) -> dict[str, Path]:
         """The run's report files, and on stdout the summary `sgvla eval` prints (at most 100 columns; the wide
@@ -129,7 +135,7 @@ class TopicEvaluation:
         records = list(self.results.records())
         if not records:
             return {}
-        outstanding = list(self.run_dir.infra.outstanding(self.results).values())
+        outstanding = list(self.book.outstanding().values())
         plan = SequentialPlan.stored(self.out)
         paths = write_report(self.out, records, outstanding, plan)
         print(terminal_summary(records, outstanding, plan, paths["html"]), flush=True)

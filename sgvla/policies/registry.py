@@ -54,7 +54,7 @@ class PolicyConfig(Choice, kind="policy"):
     def make_batch(self, *, ontology: Ontology, env_config: Any = None) -> BatchPolicy:
         """The policy as a policy server hosts it, serving many episodes at once. By default an instance per
         episode (right for policies without weights); learned policies share one model."""
-        from sgvla.policies.batch import PerSession
+        from sgvla.policies.serving.batch import PerSession
 
         return PerSession(lambda: self.make(ontology=ontology, env_config=env_config), self.display_name)
 

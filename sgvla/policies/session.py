@@ -2,7 +2,7 @@
 
 An evaluation worker, the `vla_policy` node and the `arm_policy` node each run many episodes with a few policies;
 each policy is built once per process (a checkpoint loads once) and closed when the process is done with it. A
-policy that a policy server hosts (sgvla.policies.server) is reached through a `RemotePolicy` instead of being
+policy that a policy server hosts (sgvla.policies.serving) is reached through a `RemotePolicy` instead of being
 built here: the session is told which names are served and by whom.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from sgvla.core.protocols import Policy
 from sgvla.policies.registry import PolicyConfig
-from sgvla.policies.remote import PolicyClient, RemotePolicy
+from sgvla.policies.serving.remote import PolicyClient, RemotePolicy
 from sgvla.scene_graph import load_ontology
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,14 @@ class PolicySession:
             self._policies[key] = config.make(ontology=load_ontology(suite.ontology),
                                               env_config=env_config if config.learned else None)
         return self._policies[key]
+
+    def end_served_episodes(self) -> None:
+        """Close the server's sessions of the episode that just ended (each served policy's `reset` opens the next
+        one's): a server batches the steps of every open session, so one kept open between episodes makes the other
+        workers' steps wait for a step that does not come."""
+        for key, policy in self._policies.items():
+            if key[0] == "served":
+                policy.close()
 
     def __len__(self) -> int:
         return len(self._policies)

@@ -295,8 +295,8 @@ def test_a_served_policy_counts_the_first_prompt_before_its_reset(count_tokens):
 
     from sgvla.core.episode import Episode, EpisodeKey
     from sgvla.core.protocols import Step
-    from sgvla.policies.remote import RemotePolicy
-    from sgvla.policies.server import PolicyServer
+    from sgvla.policies.serving.remote import RemotePolicy
+    from sgvla.policies.serving.server import PolicyServer
 
     served = TokenCounting(count_tokens)
     server = PolicyServer({"counting": lambda: served})

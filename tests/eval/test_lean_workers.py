@@ -23,8 +23,8 @@ import sgvla.plugins  # noqa: F401
 from sgvla.core.config import from_mapping
 from sgvla.eval.config import EvalConfig
 from sgvla.eval.order import plan
-from sgvla.eval.serving import build_policy_server
-from sgvla.policies.remote import LocalServer
+from sgvla.policies.serving.plan import build_policy_server
+from sgvla.policies.serving.local import LocalServer
 
 pytestmark = [pytest.mark.sim, pytest.mark.integration]  # worker and server processes
 

@@ -228,7 +228,8 @@ def test_sgvla_eval_on_ray_records_and_prints_what_the_local_run_does(cluster, t
     plan_file.write_text(yaml.safe_dump(stored_settings(cfg)))
     base = [sys.executable, "-m", "sgvla.cli", "eval", "--config", str(plan_file), "--quiet"]
     local = _table_rows([*base, "workers=1", "--out", str(tmp_path / "local")])
-    on_ray = _table_rows([*base, "executor=ray", f"ray.address={cluster.address}", "--out", str(tmp_path / "ray")])
+    on_ray = _table_rows([*base, "executor=ray", f"executor.address={cluster.address}", "--out",
+                          str(tmp_path / "ray")])
     assert on_ray == local
     runs = {executor: records_by_key(tmp_path / executor) for executor in ("local", "ray")}
     assert sorted(runs["ray"]) == sorted(runs["local"]) and len(runs["local"]) == len(plan(cfg))
@@ -246,8 +247,8 @@ def test_a_killed_policy_server_actor_costs_its_running_episodes_and_the_run_goe
 
     from sgvla.eval.ray_executor import NAMESPACE, SERVER_PREFIX
 
-    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=3, max_steps=30, executor="ray",
-                policy_server={"serve": "all"}, ray={"address": cluster.address})
+    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=3, max_steps=30,
+                policy_server={"serve": "all"}, executor={"type": "ray", "address": cluster.address})
     ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR)
     killed = []
 
@@ -260,7 +261,7 @@ def test_a_killed_policy_server_actor_costs_its_running_episodes_and_the_run_goe
         return bool(names)
 
     try:
-        first = run_with(cfg, kill_server)  # in_ray uses this process's connection and leaves it open
+        first = run_with(cfg, kill_server)  # RayPool uses this process's connection and leaves it open
     finally:
         ray.shutdown()
     assert killed, "the policy server actor was never seen"
@@ -288,8 +289,8 @@ def _table_rows(command: list[str]) -> list[str]:
 def test_a_lost_node_loses_and_duplicates_nothing_and_a_rerun_finishes(cluster, tmp_path):
     """Three workers on three CPUs: one is on the second node, which is killed while it runs an episode (its
     replacement cannot be placed: the other two finish the run). Runs last: the cluster keeps the head only."""
-    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=3, max_steps=40, workers=3, executor="ray",
-                ray={"address": cluster.address, "cpus_per_worker": 1.0})
+    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=3, max_steps=40, workers=3,
+                executor={"type": "ray", "address": cluster.address, "cpus_per_worker": 1.0})
     killed = []
 
     def kill_second_node() -> bool:

@@ -1,5 +1,5 @@
-"""`executor: ray` with no cluster at `ray.address`: the run stops at once with what to do. Ray's driver would retry
-an address with nothing behind it forever (a warning every few seconds), so the address is probed first. Nothing
+"""`executor: ray` with no cluster at `executor.address`: the run stops at once with what to do. Ray's driver would
+retry an address with nothing behind it forever (a warning every few seconds), so the address is probed first. Nothing
 here starts or reaches Ray: the probe only tries a TCP connection to a closed loopback port."""
 
 import socket
@@ -30,8 +30,9 @@ def test_sgvla_eval_on_ray_with_no_cluster_stops_with_what_to_do(tmp_path, capsy
     port = closed_port()
     code = main(["eval", "--config", "config/eval/default.yaml", "--quiet", "tasks=[0]", "episodes=1",
                  "policies=[{type: prompt_grounded}]", "modes=[standard]", "executor=ray",
-                 f"ray.address=127.0.0.1:{port}", "--out", str(tmp_path / "run")])
+                 f"executor.address=127.0.0.1:{port}", "--out", str(tmp_path / "run")])
     out = " ".join(capsys.readouterr().out.split())
     assert code != 0, out
-    assert f"cannot reach a Ray cluster at ray.address=127.0.0.1:{port} (ConnectionError: nothing answers" in out, out
+    assert (f"cannot reach a Ray cluster at executor.address=127.0.0.1:{port} (ConnectionError: nothing "
+            "answers") in out, out
     assert "ray start --head" in out and "executor=local" in out, out

@@ -1,8 +1,8 @@
 """`executor: ray` on a cluster that cannot place a simulator worker: once no worker of the run is up and one has
-waited `ray.placement_timeout_s` to be placed, the run stops with one line saying what could not be placed and what to
-do, rather than waiting forever; records already written stay. A real two-node Ray cluster (head 2 CPUs, second node
-1 CPU, both on 127.0.0.1), run inside the loopback-only network namespace as tests/eval/test_ray_executor.py does (its
-fixtures are used here)."""
+waited `executor.placement_timeout_s` to be placed, the run stops with one line saying what could not be placed and
+what to do, rather than waiting forever; records already written stay. A real two-node Ray cluster (head 2 CPUs,
+second node 1 CPU, both on 127.0.0.1), run inside the loopback-only network namespace as
+tests/eval/test_ray_executor.py does (its fixtures are used here)."""
 
 import logging
 import time
@@ -26,16 +26,18 @@ TIMEOUT_S = 4.0
 @in_loopback_namespace
 def test_a_worker_no_node_can_hold_stops_the_run_at_the_deadline(cluster, tmp_path):
     """Three CPUs per worker, and no node has three: the run stops after the deadline, saying so, with nothing run."""
-    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=1, workers=1, executor="ray",
-                ray={"address": cluster.address, "cpus_per_worker": 3.0, "placement_timeout_s": TIMEOUT_S})
+    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=1, workers=1,
+                executor={"type": "ray", "address": cluster.address, "cpus_per_worker": 3.0,
+                          "placement_timeout_s": TIMEOUT_S})
     started = time.monotonic()
     summary = run_plan(cfg, progress=False)
     took = time.monotonic() - started
     assert summary.recorded == 0 and summary.not_run == len(plan(cfg)), summary
-    assert (f"the Ray cluster at ray.address={cluster.address} placed no simulator worker within "
-            f"ray.placement_timeout_s={TIMEOUT_S:g} s (1 waiting, ray.cpus_per_worker=3 CPUs each on one node; the "
-            "cluster has 2 live node(s), 3 CPUs in all, 3 free); add a node") in summary.stopped, summary.stopped
-    assert "lower ray.cpus_per_worker, or raise ray.placement_timeout_s" in summary.stopped
+    assert (f"the Ray cluster at executor.address={cluster.address} placed no simulator worker within "
+            f"executor.placement_timeout_s={TIMEOUT_S:g} s (1 waiting, executor.cpus_per_worker=3 CPUs each on one "
+            "node; the cluster has 2 live node(s), 3 CPUs in all, 3 free); add a node") in summary.stopped, \
+        summary.stopped
+    assert "lower executor.cpus_per_worker, or raise executor.placement_timeout_s" in summary.stopped
     assert TIMEOUT_S <= took < TIMEOUT_S + 60, took  # Ray's connect and shutdown take seconds on a loaded machine
 
 
@@ -49,8 +51,9 @@ def test_a_lost_worker_whose_replacement_cannot_be_placed_stops_the_run_and_keep
 
     from sgvla.eval.ray_executor import NAMESPACE
 
-    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=4, max_steps=40, workers=1, executor="ray",
-                ray={"address": cluster.address, "cpus_per_worker": 1.0, "placement_timeout_s": TIMEOUT_S})
+    cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=4, max_steps=40, workers=1,
+                executor={"type": "ray", "address": cluster.address, "cpus_per_worker": 1.0,
+                          "placement_timeout_s": TIMEOUT_S})
     ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR)
 
     @ray.remote(num_cpus=2)
@@ -68,7 +71,7 @@ def test_a_lost_worker_whose_replacement_cannot_be_placed_stops_the_run_and_keep
         return True
 
     try:
-        first = run_with(cfg, kill_second_node)  # in_ray uses this process's connection and leaves it open
+        first = run_with(cfg, kill_second_node)  # RayPool uses this process's connection and leaves it open
         assert killed, "no episode was recorded"
         assert first.recorded >= 1 and "placed no simulator worker within" in first.stopped, first
         assert "1 live node(s), 2 CPUs in all, 0 free" in first.stopped, first.stopped

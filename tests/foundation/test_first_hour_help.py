@@ -8,7 +8,8 @@ import re
 import sgvla.plugins  # noqa: F401  (the defaults name registered choices)
 from sgvla.cli import DESCRIPTION, build_parser, main
 from sgvla.core.field_docs import field_docs, first_sentence
-from sgvla.eval.config import EvalConfig, PolicyServerConfig, RayConfig, plan_keys
+from sgvla.eval.config import EvalConfig, PolicyServerConfig, plan_keys
+from sgvla.eval.executor import RayExecutor
 from sgvla.paths import CONFIG_DIR
 
 
@@ -28,7 +29,7 @@ def test_the_overview_is_whole_sentences(capsys):
 
 
 def test_every_plan_key_says_what_it_is():
-    for cls in (EvalConfig, PolicyServerConfig, RayConfig):
+    for cls in (EvalConfig, PolicyServerConfig, RayExecutor):
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in field_docs(cls)]
         assert not missing, f"{cls.__name__}: give {missing} a comment where they are declared"
 
@@ -37,7 +38,7 @@ def test_eval_help_lists_every_key_with_its_default():
     text = build_parser("eval")._subparsers._group_actions[0].choices["eval"].format_help()
     keys = {key: default for key, default, _ in plan_keys()}
     assert {f.name for f in dataclasses.fields(EvalConfig)} <= keys.keys()
-    assert {"policy_server.max_wait_ms", "ray.address"} <= keys.keys()
+    assert {"policy_server.max_wait_ms", "executor.address"} <= keys.keys()
     listed = set(re.findall(r"^  ([a-z_.]+) {2,}", text, flags=re.M))
     assert set(keys) <= listed, set(keys) - listed
     assert "Default: 10." in text and "Default: [standard, scene_graph]." in text  # episodes, modes

@@ -14,8 +14,9 @@ import torch
 
 from sgvla.core.protocols import PolicyGaveUp, StepInput
 from sgvla.policies.registry import make_policy
-from sgvla.policies.remote import LocalServer, PolicyServerLost, RemotePolicy, RemotePolicyError
-from sgvla.policies.server import PolicyServer
+from sgvla.policies.serving.local import LocalServer
+from sgvla.policies.serving.remote import PolicyServerLost, RemotePolicy, RemotePolicyError
+from sgvla.policies.serving.server import PolicyServer
 
 STEPS = 13  # more than one chunk of the tiny policies (10 actions each)
 
@@ -121,7 +122,7 @@ def _plan(tmp_path, **policy) -> "EvalConfig":  # noqa: F821
 def test_a_served_policy_gives_up_fails_and_is_lost_as_in_process(tmp_path):
     """Through the local transport: giving up stays the policy's (PolicyGaveUp), its error comes back with the
     server's traceback, and a killed server is a PolicyServerLost until a restarted one answers again."""
-    from sgvla.eval.serving import build_policy_server
+    from sgvla.policies.serving.plan import build_policy_server
 
     empty = SimpleNamespace(objects=())  # a perceived scene without the bowls the prompt names
     with LocalServer(partial(build_policy_server, _plan(tmp_path, type="prompt_grounded"))) as server:
@@ -133,18 +134,21 @@ def test_a_served_policy_gives_up_fails_and_is_lost_as_in_process(tmp_path):
         with pytest.raises(RemotePolicyError, match="AttributeError(.|\n)*in the policy server"):
             policy.act(StepInput({}, "pick up the black bowl", None, {}))
 
+        assert server.alive()
         server.process.kill()
         server.process.join(10)
+        assert not server.alive()  # what the scheduler asks of a ServerHandle before it restarts one
         with pytest.raises(PolicyServerLost, match="policy server"):
             policy.reset("pick up the black bowl", seed=2)
         server.restart()
+        assert server.alive() and server.restarts == 1
         policy.reset("pick up the black bowl", seed=3)  # the same client reconnects to the new server
         assert policy.prompt_budget("pick up the black bowl") is None
 
 
 @pytest.mark.integration
 def test_a_server_whose_policy_cannot_be_built_says_why(tmp_path):
-    from sgvla.eval.serving import build_policy_server
+    from sgvla.policies.serving.plan import build_policy_server
 
     plan = _plan(tmp_path, type="act", path=str(tmp_path / "missing"))
     with pytest.raises(RuntimeError, match="could not build its policies: FileNotFoundError: policy directory"):

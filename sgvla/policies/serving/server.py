@@ -1,14 +1,14 @@
 """A policy server: one copy of each policy's weights serving many simulator workers, their steps batched.
 
 Workers run episodes; every step of a served policy is a call here (`PolicyServer.call`) from a `RemotePolicy`
-(sgvla.policies.remote). Each policy has a host thread that gathers the `act` calls of concurrent episodes into
+(sgvla.policies.serving.remote). Each policy has a host thread that gathers the `act` calls of concurrent episodes into
 one `BatchPolicy.act_batch` (one forward pass): it starts a batch at the first waiting call and closes it when
 `max_batch` calls wait, when every open episode of the policy is waiting, or `max_wait_ms` after the first came,
 whichever is first. Each episode is a session of the policy (its own action queue, prompt and noise), opened by
 its `reset`, so sharing a batch never mixes episodes.
 
-How calls reach the server is the transport's business: `serve_local` runs one in a process of its own behind a
-Unix socket (the local executor); a Ray actor holds one for a cluster (sgvla.eval.ray_executor).
+How calls reach the server is the transport's business: `LocalServer` runs one in a process of its own behind a
+Unix socket (sgvla.policies.serving.local); a Ray actor holds one for a cluster (sgvla.policies.serving.ray).
 """
 
 from __future__ import annotations
