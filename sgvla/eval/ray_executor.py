@@ -32,7 +32,7 @@ from sgvla.eval.worker import Worker, WorkerSetupError
 from sgvla.policies.serving.ray import NAMESPACE, RayEndpoint, RayServer, actor_errors, cause, describe, enter, kill
 
 log = logging.getLogger(__name__)
-__all__ = ["RayPool", "NAMESPACE", "unreachable"]
+__all__ = ["RayPool", "unreachable"]
 
 # Settings of the driver's environment that the actors get too (how to render, whether to reach the hub).
 FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM", "MUJOCO_EGL_DEVICE_ID", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")

@@ -245,7 +245,7 @@ def test_a_killed_policy_server_actor_costs_its_running_episodes_and_the_run_goe
     import ray
     from ray.util import list_named_actors
 
-    from sgvla.eval.ray_executor import NAMESPACE, SERVER_PREFIX
+    from sgvla.policies.serving.ray import NAMESPACE, SERVER_PREFIX
 
     cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=3, max_steps=30,
                 policy_server={"serve": "all"}, executor={"type": "ray", "address": cluster.address})

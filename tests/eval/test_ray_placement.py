@@ -49,7 +49,7 @@ def test_a_lost_worker_whose_replacement_cannot_be_placed_stops_the_run_and_keep
     last: the cluster keeps the head only."""
     import ray
 
-    from sgvla.eval.ray_executor import NAMESPACE
+    from sgvla.policies.serving.ray import NAMESPACE
 
     cfg = _plan(tmp_path, [{"type": "prompt_grounded"}], episodes=4, max_steps=40, workers=1,
                 executor={"type": "ray", "address": cluster.address, "cpus_per_worker": 1.0,
