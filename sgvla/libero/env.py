@@ -1,16 +1,19 @@
-"""LIBERO-Spatial simulation backend on LeRobot's LIBERO environment.
+"""LIBERO-Spatial simulation backend: LIBERO's robosuite env stepped as LeRobot's LIBERO env steps it, without torch.
 
 Layers:
 
-- :class:`SgvlaLiberoEnv` is ``lerobot.envs.libero.LiberoEnv`` (a gymnasium env,
-  built from the same ``lerobot.envs.configs.LiberoEnv`` config ``lerobot-eval``
-  uses) with four additions: the task file without removed objects (their
-  initial states projected by joint name), the chosen cameras, a render
-  profile, and a reset that applies pose perturbations between LIBERO's initial
-  state and LeRobot's 10 no-op settle steps. It remains a drop-in env for
-  LeRobot's rollout code; ``env._env`` is LIBERO's ``OffScreenRenderEnv`` and
-  ``env._env.sim`` the robosuite ``MjSim`` (``.model._model`` / ``.data._data``
-  are the raw MuJoCo structs).
+- :class:`SgvlaLiberoEnv` owns LIBERO's ``OffScreenRenderEnv`` (``env._env``; ``env._env.sim`` is the robosuite
+  ``MjSim``, ``.model._model`` / ``.data._data`` the raw MuJoCo structs) and steps it as LeRobot's
+  ``lerobot.envs.libero.LiberoEnv`` does with the config ``lerobot-eval`` uses (``pixels_agent_pos`` observations,
+  relative control at 20 Hz, LIBERO's initial states, 10 no-op settle steps after each reset), with four additions:
+  the task file without removed objects (their initial states projected by joint name), the chosen cameras, a render
+  profile, and pose perturbations applied between LIBERO's initial state and the settle steps. It is not LeRobot's
+  class: that module imports torch at its top (``torch.load`` of the initial states), and LeRobot's package imports
+  its config and processor stack (transformers), about 1.5 GiB resident in every simulator worker that steps no
+  learned policy of its own. Here the task list and the initial states are read from LIBERO's files
+  (:mod:`sgvla.libero.tasks`, :mod:`sgvla.libero.init_states`), and nothing of LeRobot or torch is imported until a
+  policy batch is asked for (:class:`PolicyBatch`). ``tests/sim/test_backend.py`` compares its observations with
+  LeRobot's env's, step by step.
 - :class:`LiberoBackend` drives one env: ``reset(seed)``, ``step(action)``,
   privileged :meth:`~LiberoBackend.scene` state and per-camera ground-truth graphs.
 
@@ -31,16 +34,18 @@ import contextlib
 import dataclasses
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import mujoco
 import numpy as np
 
 from sgvla.scene_graph import ViewGraph
 from sgvla.libero.setup import prepare_libero
 from sgvla.core.mid_episode import TRIGGERS_KEY, MidEpisodeWatch
+from sgvla.libero.init_states import read_init_states
 from sgvla.libero.stages import PANDA_STAGES
 from sgvla.libero.perturbations import (
     PerturbationSet, TaskPerturbation, apply_change, apply_poses, check_scene, load_perturbations, table_bounds,
@@ -52,17 +57,21 @@ from sgvla.sim.mujoco_state import (
     CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
     obstacle_boxes, obstacle_index, project_state, state_layout,
 )
-from sgvla.libero.tasks import SUITE, TaskInfo, libero_suite, task_info
+from sgvla.libero.tasks import MAX_STEPS, SUITE, TaskInfo, task_info
 
 prepare_libero()
 
-from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig  # noqa: E402
-from lerobot.envs.libero import TASK_SUITE_MAX_STEPS, LiberoEnv, get_libero_dummy_action  # noqa: E402
-from lerobot.envs.utils import preprocess_observation  # noqa: E402
 from libero.libero.envs.env_wrapper import ControlEnv, OffScreenRenderEnv  # noqa: E402
 
 from sgvla.libero.cameras import DEFAULT_CAMERAS  # noqa: E402
-MAX_STEPS = TASK_SUITE_MAX_STEPS[SUITE]
+
+# LeRobot's LIBERO env as `lerobot-eval` makes it (lerobot.envs.configs.LiberoEnv and lerobot.envs.libero);
+# tests/sim/test_backend.py holds them equal to LeRobot's.
+IMAGE_SIZE = 360  # the config's observation_height and observation_width
+CONTROL_FREQ = 20  # Hz: the config's fps, robosuite's control frequency
+SETTLE_STEPS = 10  # no-op steps after each reset (LiberoEnv's num_steps_wait)
+NO_OP = (0, 0, 0, 0, 0, 0, -1)  # get_libero_dummy_action(): hold still, gripper open
+IMAGE_KEYS = ("image", "image2")  # the first and second camera's observation keys (its camera_name_mapping)
 
 
 @dataclass(frozen=True)
@@ -77,13 +86,13 @@ class BackendConfig:
     render_profile: str = "reference"
     cameras: tuple[str, str] = DEFAULT_CAMERAS
     perturbation: str | Path | PerturbationSet = "none"
-    image_size: int = field(default_factory=lambda: LiberoEnvConfig().observation_height)
+    image_size: int = IMAGE_SIZE
     render_images: bool = True
-    settle_steps: int = 10  # LeRobot's LiberoEnv num_steps_wait
+    settle_steps: int = SETTLE_STEPS
     max_steps: int = MAX_STEPS
     # MuJoCo's pipeline once per substep, the success predicate once per step, no unread observables
     # (sgvla.libero.stepping), the policy batch made on first read: the same results bit for bit; False steps
-    # LeRobot's env exactly as it comes and makes the batch every step.
+    # the env as LeRobot's does and makes the batch every step.
     lean_step: bool = True
 
 
@@ -97,41 +106,43 @@ def _full_layout(bddl_file: Path) -> StateLayout:
         env.close()
 
 
-class SgvlaLiberoEnv(LiberoEnv):
-    """LeRobot's ``LiberoEnv`` with object removal, camera choice, a render profile and pose perturbations."""
+class SgvlaLiberoEnv:
+    """One task's LIBERO simulator, stepped as LeRobot's ``LiberoEnv`` steps it, with object removal, camera choice,
+    a render profile and pose perturbations (see the module docstring)."""
 
     def __init__(self, task: TaskInfo, perturbation: TaskPerturbation, profile: RenderProfile,
                  cameras: Sequence[str], image_size: int, render_images: bool, settle_steps: int,
                  lean_step: bool = True) -> None:
-        keys = [f"{c}_image" for c in cameras]
-        config = LiberoEnvConfig(
-            task=SUITE, task_ids=[task.task_id], observation_height=image_size, observation_width=image_size,
-            camera_name=",".join(keys), camera_name_mapping=dict(zip(keys, ("image", "image2"))),
-            hard_reset=profile.hard_reset,
-        )
-        gym_kwargs = {k: v for k, v in config.gym_kwargs.items() if k != "task_ids"}
-        super().__init__(
-            task_suite=libero_suite(), task_id=task.task_id, task_suite_name=SUITE, camera_name=config.camera_name,
-            camera_name_mapping=config.camera_name_mapping, init_states=config.init_states,
-            control_mode=config.control_mode, num_steps_wait=settle_steps, **gym_kwargs,
-        )
-        self.lerobot_config = config
         self.task_info = task
+        self.task_id = task.task_id
+        self.task_description = task.language if perturbation.prompt is None else perturbation.prompt
         self.perturbation = perturbation
         self.profile = profile
         self.cameras = tuple(cameras)
         self.render_images = render_images
         self.lean_step = lean_step
-        if not render_images:
-            self.camera_name = []  # LeRobot's observation formatting then carries no images
-        if perturbation.prompt is not None:
-            self.task_description = perturbation.prompt
+        if not profile.hard_reset:
+            # MuJoCo's asset cache keeps a copy of every texture and mesh compiled for the next compile (230 MiB of a
+            # LIBERO-Spatial scene: its bowls and plate have 4096x4096 textures). A soft-resetting env compiles its
+            # scene once per task, so this process keeps none; a hard-resetting one recompiles at every reset, where
+            # the cache saves seconds per episode.
+            mujoco.mj_setCacheCapacity(mujoco.mj_getCache(), 0)
+        # The cameras' observables and their keys in the observation; no images, no cameras read.
+        self.camera_name = [f"{c}_image" for c in self.cameras] if render_images else []
+        self.camera_name_mapping = dict(zip((f"{c}_image" for c in self.cameras), IMAGE_KEYS))
+        self.observation_height = self.observation_width = image_size
+        self.control_freq = CONTROL_FREQ
+        self.hard_reset = profile.hard_reset
+        self.num_steps_wait = settle_steps
+        self._init_states = read_init_states(task.init_states_file)
+        self._task_bddl_file = str(task.bddl_file)
         self._tmpdir: tempfile.TemporaryDirectory | None = None
         if perturbation.remove:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="sgvla_bddl_")
             reduced = Path(self._tmpdir.name) / task.bddl_file.name
             reduced.write_text(task.problem.without(set(perturbation.remove)), encoding="utf-8")
             self._task_bddl_file = str(reduced)
+        self._env: OffScreenRenderEnv | ControlEnv | None = None  # built at the first reset
         self.index: ObjectIndex | None = None
         self.obstacle_index: ObstacleIndex | None = None
         self.init_state_index = -1
@@ -155,10 +166,10 @@ class SgvlaLiberoEnv(LiberoEnv):
             full = _full_layout(self.task_info.bddl_file)
             self._init_states = np.stack([project_state(s, full, reduced) for s in self._init_states])
 
-    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        """LeRobot's reset (initial state, no-op settle steps) with pose perturbations before the settle."""
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        """LeRobot's reset (initial state, no-op settle steps) with pose perturbations before the settle; the
+        observation."""
         self._ensure_env()
-        super(LiberoEnv, self).reset(seed=seed)
         seed = 0 if seed is None else int(seed)
         self._env.seed(seed)
         self._env.reset()
@@ -181,22 +192,45 @@ class SgvlaLiberoEnv(LiberoEnv):
                         f"task {self.task_id} seed {seed}")
         for _ in range(self.num_steps_wait):
             with self._stepping():
-                raw_obs, _, _, _ = self._env.step(get_libero_dummy_action())
+                raw_obs, _, _, _ = self._env.step(list(NO_OP))
         for robot in self._env.robots:
-            robot.controller.use_delta = self.control_mode == "relative"
-        return self._format_raw_obs(raw_obs), {"is_success": False}
+            robot.controller.use_delta = True  # relative control, LeRobot's control_mode
+        return self._format_raw_obs(raw_obs)
 
     def _stepping(self) -> contextlib.AbstractContextManager:
         return LeanStep(self._env.env) if self.lean_step else contextlib.nullcontext()
 
-    def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        """LeRobot's step, inside :class:`~sgvla.libero.stepping.LeanStep` unless ``lean_step`` is off."""
+    def step(self, action: np.ndarray) -> tuple[dict[str, Any], bool]:
+        """LeRobot's step (the action, then LIBERO's success check), inside :class:`~sgvla.libero.stepping.LeanStep`
+        unless ``lean_step`` is off; the observation and whether the task is done."""
         self._ensure_env()
+        if action.ndim != 1:
+            raise ValueError(f"a LIBERO action is one 7-D vector, got shape {action.shape}")
         with self._stepping():
-            return super().step(action)
+            raw_obs, _, _, _ = self._env.step(action)
+            success = bool(self._env.check_success())
+            return self._format_raw_obs(raw_obs), success
+
+    def _format_raw_obs(self, raw_obs: Mapping[str, Any]) -> dict[str, Any]:
+        """LeRobot's ``pixels_agent_pos`` observation: the cameras' images under ``image``/``image2`` and the robot's
+        state (end effector pose, with the controller's rotation matrix, gripper and arm joints)."""
+        images = {self.camera_name_mapping[camera]: raw_obs[camera] for camera in self.camera_name}
+        eef_pos, eef_quat, gripper_qpos = (raw_obs.get(k) for k in
+                                           ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"))
+        if eef_pos is None or eef_quat is None or gripper_qpos is None:
+            raise ValueError(f"LIBERO's observation lacks the robot's state: eef_pos {eef_pos is not None}, "
+                             f"eef_quat {eef_quat is not None}, gripper_qpos {gripper_qpos is not None}")
+        return {"pixels": images, "robot_state": {
+            "eef": {"pos": eef_pos, "quat": eef_quat, "mat": self._env.robots[0].controller.ee_ori_mat},
+            "gripper": {"qpos": gripper_qpos, "qvel": raw_obs.get("robot0_gripper_qvel")},
+            "joints": {"pos": raw_obs.get("robot0_joint_pos"), "vel": raw_obs.get("robot0_joint_vel")}}}
 
     def close(self) -> None:
-        super().close()
+        if self._env is not None:
+            try:
+                self._env.close()
+            finally:
+                self._env = None  # LIBERO deletes its inner env on close: a later reset builds a new one
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
             self._tmpdir = None
@@ -249,7 +283,7 @@ class LiberoBackend:
         self.env = SgvlaLiberoEnv(self.task_info, self.perturbation, render_profile(config.render_profile),
                                   self.cameras, config.image_size, config.render_images, config.settle_steps,
                                   config.lean_step)
-        self.env_preprocessor, _ = self.env.lerobot_config.get_env_processors()
+        self._env_preprocessor: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # LeRobot's, when first needed
         self.max_steps = config.max_steps
         self.steps = 0
         self._rig: CameraRig | None = None
@@ -269,7 +303,7 @@ class LiberoBackend:
         return self.env._env.sim
 
     def reset(self, seed: int) -> Observation:
-        raw, _ = self.env.reset(seed=seed)
+        raw = self.env.reset(seed=seed)
         self.steps, self._seed = 0, int(seed)
         model = self.sim.model._model
         self._rig = CameraRig(model, self.cameras, self.config.image_size, self.config.image_size)
@@ -284,9 +318,8 @@ class LiberoBackend:
         if self._rig is None:
             raise RuntimeError("call reset(seed) before step()")
         self._apply_mid_episode()
-        raw, _, _, _, info = self.env.step(np.asarray(action, dtype=np.float64).reshape(-1))
+        raw, success = self.env.step(np.asarray(action, dtype=np.float64).reshape(-1))
         self.steps += 1
-        success = bool(info["is_success"])
         return self._observation(raw), success, success or self.steps >= self.max_steps
 
     def _apply_mid_episode(self) -> None:
@@ -302,7 +335,7 @@ class LiberoBackend:
 
     def _observation(self, raw: dict[str, Any]) -> Observation:
         self._last = raw
-        images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, ("image", "image2")) if key in raw["pixels"]}
+        images = {cam: raw["pixels"][key] for cam, key in zip(self.cameras, IMAGE_KEYS) if key in raw["pixels"]}
         policy = PolicyBatch(lambda: self._policy_batch(raw))
         if not self.config.lean_step:
             policy.made()  # every step, as LeRobot's evaluation loop makes it
@@ -310,10 +343,19 @@ class LiberoBackend:
 
     def _policy_batch(self, raw: dict[str, Any]) -> dict[str, Any]:
         """What ``lerobot-eval`` feeds a policy: the observation through ``preprocess_observation``, the task, the
-        env processor."""
+        env processor of LeRobot's LIBERO config. LeRobot (and torch with it) is imported here, by the first batch a
+        policy of this process reads: a worker whose policies are served or scripted never reads one."""
+        from lerobot.envs.utils import preprocess_observation
+
+        if self._env_preprocessor is None:
+            from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig
+
+            size = self.config.image_size
+            config = LiberoEnvConfig(task=SUITE, observation_height=size, observation_width=size)
+            self._env_preprocessor = config.get_env_processors()[0]
         policy = preprocess_observation(_batched(raw))
         policy["task"] = [self.task]
-        return self.env_preprocessor(policy)
+        return self._env_preprocessor(policy)
 
     def scene(self) -> SceneState:
         if self._rig is None or self.env.index is None:

@@ -109,21 +109,56 @@ def test_unknown_task_and_profile():
         make_backend(0, render_profile="pretty")
 
 
-def test_reference_profile_matches_lerobots_env(backends):
-    """With the reference profile and no perturbation, observations equal LeRobot's own LIBERO env's."""
+def same_tree(ours, theirs, where: str = "") -> None:
+    """Every array of two nested observations equal, bit for bit, under the same keys."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and set(ours) == set(theirs), (where, set(ours), set(theirs))
+        for key in theirs:
+            same_tree(ours[key], theirs[key], f"{where}/{key}")
+    else:
+        np.testing.assert_array_equal(ours, theirs, err_msg=where)
+
+
+def test_reference_profile_steps_as_lerobots_env(backends):
+    """With the reference profile and no perturbation, sgvla's LIBERO env (which imports neither LeRobot nor torch)
+    and LeRobot's own LIBERO env, made as `lerobot-eval` makes it, give the same observation (images and robot state)
+    at the reset and after every step of the same actions, and the same success."""
     from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig
     from lerobot.envs.libero import LiberoEnv
+    from libero.libero import benchmark
 
-    from sgvla.libero.tasks import libero_suite
-
-    ours = backends(1, render_profile="reference", image_size=32).reset(seed=0).raw
+    ours = backends(1, render_profile="reference", image_size=32)
     config = LiberoEnvConfig(task="libero_spatial", observation_height=32, observation_width=32)
-    env = LiberoEnv(libero_suite(), 1, "libero_spatial", camera_name=config.camera_name, episode_index=0,
+    suite = benchmark.get_benchmark_dict()["libero_spatial"]()
+    env = LiberoEnv(suite, 1, "libero_spatial", camera_name=config.camera_name, episode_index=0,
                     **{k: v for k, v in config.gym_kwargs.items() if k != "task_ids"})
     try:
         theirs, _ = env.reset(seed=0)
+        same_tree(ours.reset(seed=0).raw, theirs)
+        rng = np.random.default_rng(0)
+        for step in range(6):
+            action = np.r_[rng.uniform(-0.6, 0.6, 6), 1.0 if step > 2 else -1.0]
+            obs, success, _ = ours.step(action)
+            theirs, _, _, _, info = env.step(action)
+            same_tree(obs.raw, theirs, f"step {step}")
+            assert success == info["is_success"]
     finally:
         env.close()
-    for key in ("image", "image2"):
-        np.testing.assert_array_equal(ours["pixels"][key], theirs["pixels"][key])
-    np.testing.assert_array_equal(ours["robot_state"]["eef"]["pos"], theirs["robot_state"]["eef"]["pos"])
+
+
+def test_lerobots_libero_conventions():
+    """The constants sgvla's LIBERO env holds for LeRobot's LIBERO env (it imports no LeRobot) are LeRobot's."""
+    import inspect
+
+    from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig
+    from lerobot.envs.libero import TASK_SUITE_MAX_STEPS, LiberoEnv, get_libero_dummy_action
+
+    from sgvla.libero import env
+    from sgvla.libero.tasks import MAX_STEPS, SUITE
+
+    config = LiberoEnvConfig(task=SUITE)
+    assert (env.IMAGE_SIZE, env.IMAGE_SIZE) == (config.observation_height, config.observation_width)
+    assert env.CONTROL_FREQ == config.fps and (config.obs_type, config.control_mode) == ("pixels_agent_pos", "relative")
+    assert env.SETTLE_STEPS == inspect.signature(LiberoEnv).parameters["num_steps_wait"].default
+    assert list(env.NO_OP) == get_libero_dummy_action()
+    assert MAX_STEPS == TASK_SUITE_MAX_STEPS[SUITE]

@@ -16,7 +16,7 @@ LOAD_LIBERO = textwrap.dedent("""
     logging.basicConfig(level=logging.INFO)  # as `sgvla eval` configures it: the root logger prints too
     from sgvla.libero.tasks import task_info
     print("task 0:", task_info(0).language)
-    from sgvla.libero.env import SgvlaLiberoEnv  # LeRobot's LIBERO env, robosuite with it
+    from sgvla.libero.env import SgvlaLiberoEnv  # LIBERO's robosuite env, robosuite with it
     import robosuite
     logging.getLogger("robosuite_logs").warning("a real robosuite warning")
 """)

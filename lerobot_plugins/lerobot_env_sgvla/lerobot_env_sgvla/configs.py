@@ -166,7 +166,19 @@ class SgvlaLiberoEnvConfig(SgvlaEnvConfig):
         return self.lerobot_libero().get_env_processors()
 
     def spaces(self, backend: Any) -> tuple[spaces.Space, spaces.Space]:
-        return backend.env.observation_space, backend.env.action_space  # LeRobot's LiberoEnv's
+        """LeRobot's ``LiberoEnv``'s spaces (``pixels_agent_pos``; sgvla's LIBERO backend steps LIBERO as that env
+        does, without being it: `sgvla.libero.env`)."""
+        size = backend.config.image_size
+        images = {key: spaces.Box(0, 255, (size, size, 3), np.uint8) for key in ("image", "image2")}
+
+        def box(*shape: int) -> spaces.Box:
+            return spaces.Box(-np.inf, np.inf, shape, np.float64)
+
+        state = spaces.Dict({"eef": spaces.Dict({"pos": box(3), "quat": box(4), "mat": box(3, 3)}),
+                             "gripper": spaces.Dict({"qpos": box(2), "qvel": box(2)}),
+                             "joints": spaces.Dict({"pos": box(7), "vel": box(7)})})
+        observation = spaces.Dict({"pixels": spaces.Dict(images), "robot_state": state})
+        return observation, spaces.Box(-1.0, 1.0, (7,), np.float32)
 
 
 @EnvConfig.register_subclass("sgvla_so101_twin")
