@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -96,10 +97,39 @@ class BackendConfig:
     lean_step: bool = True
 
 
+def without_textures(xml: str) -> str:
+    """An MJCF without its textures (materials keep their colours): what nothing draws needs none, and physics reads
+    none of them."""
+    root = ET.fromstring(xml)
+    for asset in root.iter("asset"):
+        for texture in asset.findall("texture"):
+            asset.remove(texture)
+    for material in root.iter("material"):
+        material.attrib.pop("texture", None)
+    return ET.tostring(root, encoding="unicode")
+
+
+@contextlib.contextmanager
+def compiled_without_textures() -> Iterator[None]:
+    """robosuite compiles a scene from its MJCF in the env's constructor (and again at each hard reset) with no hook
+    before the first compile: meanwhile, its ``MjSim.from_xml_string`` compiles the MJCF `without_textures`. A
+    LIBERO-Spatial scene's textures (its bowls' and plate's are 4096x4096) hold 180 MiB of the 256 MiB model and
+    cost 380 MiB resident with their decoding: more than a simulator that renders no image needs in all."""
+    from robosuite.utils.binding_utils import MjSim
+
+    compile_ = MjSim.__dict__["from_xml_string"]
+    MjSim.from_xml_string = classmethod(lambda cls, xml: compile_.__func__(cls, without_textures(xml)))
+    try:
+        yield
+    finally:
+        MjSim.from_xml_string = compile_
+
+
 @cache
 def _full_layout(bddl_file: Path) -> StateLayout:
     """Joint layout of the unmodified task scene, to project its initial states onto a reduced scene."""
-    env = ControlEnv(bddl_file_name=str(bddl_file), use_camera_obs=False, has_offscreen_renderer=False)
+    with compiled_without_textures():
+        env = ControlEnv(bddl_file_name=str(bddl_file), use_camera_obs=False, has_offscreen_renderer=False)
     try:
         return state_layout(env.sim.model._model)
     finally:
@@ -153,11 +183,12 @@ class SgvlaLiberoEnv:
         kwargs = dict(bddl_file_name=self._task_bddl_file, camera_names=list(self.cameras),
                       camera_heights=self.observation_height, camera_widths=self.observation_width,
                       control_freq=self.control_freq, hard_reset=self.hard_reset)
-        if self.render_images:
-            env = OffScreenRenderEnv(**kwargs)
-        else:
-            env = ControlEnv(**kwargs, use_camera_obs=False, has_offscreen_renderer=False)
-        env.reset()
+        with self._compiling():
+            if self.render_images:
+                env = OffScreenRenderEnv(**kwargs)
+            else:
+                env = ControlEnv(**kwargs, use_camera_obs=False, has_offscreen_renderer=False)
+            env.reset()
         self._env = env
         if self.lean_step:
             disable_unread_observables(env.env, self.cameras if self.render_images else ())
@@ -172,7 +203,8 @@ class SgvlaLiberoEnv:
         self._ensure_env()
         seed = 0 if seed is None else int(seed)
         self._env.seed(seed)
-        self._env.reset()
+        with self._compiling():  # a hard reset compiles the scene again
+            self._env.reset()
         # robosuite's soft reset keeps the gripper model, whose command accumulates (PandaGripper.current_action):
         # the previous episode's grip shaped this one's settle steps (the end effector 1e-5 m off at the first
         # step), so a seed started differently after another episode in the same process (other action digests).
@@ -196,6 +228,9 @@ class SgvlaLiberoEnv:
         for robot in self._env.robots:
             robot.controller.use_delta = True  # relative control, LeRobot's control_mode
         return self._format_raw_obs(raw_obs)
+
+    def _compiling(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext() if self.render_images else compiled_without_textures()
 
     def _stepping(self) -> contextlib.AbstractContextManager:
         return LeanStep(self._env.env) if self.lean_step else contextlib.nullcontext()
