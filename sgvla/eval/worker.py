@@ -5,8 +5,8 @@ Worker processes die with the process that started them however it ends (SIGKILL
 for SIGKILL when its parent dies (PR_SET_PDEATHSIG) and checks that the parent is still the one that started it.
 
 A worker imports what stepping its suite needs and nothing of the policies it does not run itself: with served or
-scripted policies no torch, LeRobot policy code or transformers comes from sgvla's side (tests/eval/test_lean_workers.py
-holds the boundary; LIBERO's backend still imports torch through LeRobot's LiberoEnv, which it is built on). Each
+scripted policies no torch, LeRobot policy code or transformers (tests/eval/test_lean_workers.py holds the boundary,
+for the SO101 twin and LIBERO). Each
 episode gives its simulator builds' temporaries back to the system (`release_free_memory`).
 
 An episode's sessions on the policy server close as soon as its record is taken: the server's batches wait for the
