@@ -261,7 +261,7 @@ class DevTools:
     browser stays in its loopback-only namespace. Every request a page makes (its file: and media loads included,
     which the net log does not list) is seen as DevTools' Network.requestWillBeSent."""
 
-    def __init__(self, *args: str, timeout: float = 60):
+    def __init__(self, *args: str, timeout: float = 120):  # a command's answer; above PLAY_EVERY_VIDEO's 3 x 20 s
         import fcntl
 
         def above_4(fd: int) -> int:  # the child's dup2 onto 3 and 4 must not clobber one of the two
