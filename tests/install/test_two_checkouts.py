@@ -10,8 +10,10 @@ The checkouts are copies of this working tree's files (what is under test, commi
 `make install` installs it (scripts/install.sh): a venv of its own from the same Python, requirements.txt through uv
 from the machine's uv cache with pip's constraints and find-links, then sgvla, sgvla_ros and the LeRobot plugins
 editable from that checkout; not done: compiling every module's bytecode and building the ROS interfaces, which
-LIBERO does not touch and which made two real `make install` runs 13 min here (uv with bytecode 3.5 min, the
-interfaces 2.8 min, per checkout). So the doctor in the second checkout fails the sgvla_interfaces row only.
+LIBERO does not touch and which would make two real `make install` runs about 13 min here (measured per checkout:
+uv with bytecode 3.5 min, the interfaces 2.8 min). So the doctor in the second checkout fails the sgvla_interfaces
+row only. Measured: 215 s at a load average of 10 on this 2-core machine (installs 117 s, the run 96 s: without
+bytecode each new process compiles what it imports).
 What the second runs after the first is gone is the main job's plan (config/eval/default.yaml, as `make eval`) cut
 to one task, one seed, one arm and a few steps: the same command, plan and LIBERO files (the task's bddl file, its
 init states, the scene's meshes and textures), minutes less.
