@@ -139,6 +139,19 @@ def test_running_graph_matches_the_topic_table(runs):
                 assert all(e["reliability"] == "best_effort" for e in graph[name]["publishers"]), name
 
 
+def test_the_launch_prints_the_summary_not_the_wide_table(runs):
+    """The evaluator ends with `sgvla eval`'s summary (at most 100 columns, the report's path last); the wide per-task
+    table is in table.md only."""
+    tmp, _, logs = runs
+    lines = logs["topics"].splitlines()
+    report = f"report: {tmp / 'topics' / 'report.html'}"
+    first = "expert: 4 matched block(s), all tasks pooled"
+    assert first in lines and report in lines, logs["topics"][-3000:]
+    summary = [line for line in lines[lines.index(first):lines.index(report)] if not line.startswith("[")]
+    assert max(len(line) for line in summary) <= 100, summary  # (a node's stderr, `[node] ...`, may come between)
+    assert not [line for line in lines if line.startswith("| ")] and "| all |" in (tmp / "topics/table.md").read_text()
+
+
 @pytest.mark.skipif(not LOOPBACK, reason="the loopback check needs root, unshare and tcpdump (CI has them)")
 def test_launch_sends_nothing_off_loopback(runs):
     _, _, logs = runs
