@@ -296,3 +296,22 @@ def test_the_arm_refuses_the_referring_set_in_one_line():
                                          "simulator's scene at its reset; on the arm the operator sets the scene"):
         So101HardwareSuite().check_perturbations("spatial_referring")
     So101HardwareSuite().check_perturbations("swapped_bowls")
+
+
+def test_libero_instructions_pick_out_the_target_bowl():
+    """On real LIBERO (the suite's backend, as sgvla eval, sim_eval and lerobot_env_sgvla build it): each reset's
+    program picks out akita_black_bowl_1 alone on the ground-truth graph of the main camera, and the record says so."""
+    from sgvla.core.state import ground_truth_views
+    from sgvla.eval.suite import SuiteConfig
+
+    backend = SuiteConfig.choice("libero_spatial")(render_profile="fast", image_size=64).make_backend(
+        3, "spatial_referring", False)
+    with backend:
+        for seed in (0, 1):
+            backend.reset(seed)
+            program, place = VOCAB.parse(backend.task, "libero_spatial")
+            scene = backend.scene()
+            graph = ground_truth_views(scene, [backend.view])[backend.view].graph
+            truth = VOCAB.scene("libero_spatial", graph.objects(), graph, dict(zip(scene.objects, scene.positions)))
+            assert select(program, truth, VOCAB.families) == {TARGET} and place == "plate"
+            assert backend.record_facts()[PROGRAM_KEY] == str(program)
