@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,8 +165,9 @@ def run_processes(plan: Plan, domain_id: int, log: Callable[[str], None] = logge
                 procs[node.name] = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, preexec_fn=_stop_with_parent)
                 outputs[node.name] = NodeOutput(node.name, procs[node.name].stderr)
             started = time.monotonic()
-            log(f"sgvla launch {plan.name}: {len(procs)} nodes on ROS_DOMAIN_ID={domain_id} (loopback only): "
-                + ", ".join(f"{n} [{p.pid}]" for n, p in procs.items()))
+            log(f"sgvla launch {plan.name}: {len(procs)} nodes on ROS_DOMAIN_ID={domain_id} (loopback only):\n"
+                + textwrap.fill(", ".join(f"{n} [{p.pid}]" for n, p in procs.items()), 100, initial_indent="  ",
+                                subsequent_indent="  "))
             taken = domain_taken(domain_id, {p.pid for p in procs.values()}) if recheck else ""
             if taken:
                 log(f"sgvla launch: {taken}")

@@ -4,6 +4,7 @@ starts and stops processes cleanly."""
 import ast
 import os
 import re
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
@@ -262,9 +263,11 @@ def test_dry_run_and_table_print_without_starting(capsys):
 
 
 def _started(out: str) -> dict[str, int]:
-    """Node -> pid, as the launcher's first line lists every process it started."""
-    line = next(line for line in out.splitlines() if line.startswith("sgvla launch ") and "nodes on" in line)
-    return {name: int(pid) for name, pid in re.findall(r"(\w+) \[(\d+)\]", line)}
+    """Node -> pid, as the launcher's first line and the indented lines under it list every process it started."""
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("sgvla launch ") and "nodes on" in line)
+    listed = [lines[first], *takewhile(lambda line: line.startswith("  "), lines[first + 1:])]
+    return {name: int(pid) for name, pid in re.findall(r"(\w+) \[(\d+)\]", " ".join(listed))}
 
 
 def _alive(pid: int) -> bool:
