@@ -118,6 +118,9 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str = "config") -
         return _choice(data, cls, where)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
+    moved = [f"{where}.{k}: {getattr(cls, 'MOVED', {})[k]}" for k in unknown if k in getattr(cls, "MOVED", {})]
+    if moved:  # a key the config took once: where it went
+        raise ConfigError("; ".join(moved))
     if unknown:
         valid = f"valid keys: {', '.join(sorted(fields))}" if fields else "it takes no options"
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; {valid}")

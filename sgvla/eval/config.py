@@ -21,7 +21,7 @@ import importlib
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from sgvla.core.context import ContextMode
 from sgvla.core.graph_source import GraphSourceConfig, GroundTruthConfig
@@ -133,6 +133,11 @@ class EvalConfig:
     # one policy server hosts the learned policies (policy_server).
     executor: ExecutorConfig = field(default_factory=LocalExecutor)
     policy_server: PolicyServerConfig = field(default_factory=PolicyServerConfig)  # one batched server for all workers
+
+    # Keys a plan no longer takes, and where they went (from_mapping says so instead of "unknown key").
+    MOVED: ClassVar[dict[str, str]] = {
+        "ray": "the Ray settings moved under executor: `executor: {type: ray, address: HEAD:6379, ...}` "
+               "(on the command line: executor=ray executor.address=HEAD:6379)"}
 
     def __getstate__(self) -> dict:
         """The plan as pickled for a worker process or a Ray actor, with the modules that register its context modes:

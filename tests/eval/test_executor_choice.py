@@ -30,7 +30,7 @@ def test_the_executor_and_its_options_come_from_the_plan():
     (["executor=ray", "executor.cpus_per_worker=0"], "executor.cpus_per_worker must be > 0, got 0"),
     (["executor=ray", "executor.placement_timeout_s=-1"], "executor.placement_timeout_s must be > 0, got -1"),
     (["executor=ray", "executor.address=''"], "executor.address is empty"),
-    (["ray.address=HEAD:6379"], "unknown key(s) ray"),  # Ray's options moved under the executor
+    (["ray.address=HEAD:6379"], "ray: the Ray settings moved under executor: `executor: {type: ray"),
 ])
 def test_a_bad_executor_fails_when_the_plan_loads_with_one_line(items, message):
     with pytest.raises(ConfigError) as error:
