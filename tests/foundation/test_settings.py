@@ -66,15 +66,15 @@ def _record_parser() -> argparse.ArgumentParser:
 
 def test_record_flags_are_the_recording_settings():
     """Every field is a flag (its own name or the one kept from before: --episode-time, --reset-time, --auto) with
-    the field's default, type and help; --root is required."""
-    from sgvla.cli.arguments import settings_from
+    the field's default, type and help (as a sentence); --root is required."""
+    from sgvla.cli.arguments import sentence, settings_from
 
     parser = _record_parser()
     record = next(a for a in parser._subparsers._group_actions[0].choices.values())
     flags = {a.dest: a for a in record._actions}
     for spec in RECORDING.values():
         action = flags[spec.name]
-        assert spec.cli_flag in action.option_strings and action.help == spec.help, spec.name
+        assert spec.cli_flag in action.option_strings and action.help == sentence(spec.help), spec.name
         assert action.required == spec.required, spec.name
         if not spec.required:
             assert action.default == spec.default, spec.name
