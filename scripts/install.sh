@@ -81,4 +81,5 @@ fi
 
 log "ready: $VENV (sgvla $("$VENV/bin/python" -c 'import sgvla; print(sgvla.__version__)'))"
 # The one command form of the docs: the venv's commands on the PATH (README.md, tests/readme/test_readme_rules.py).
-log "in each new shell, from $ROOT: source .venv/bin/activate  (then: sgvla, sgvla doctor, make eval)"
+log "in each new shell, from $ROOT:"
+log "source .venv/bin/activate  (then: sgvla, sgvla doctor, make eval)"
