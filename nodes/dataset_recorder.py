@@ -173,7 +173,8 @@ class DatasetRecorder(ResourceNode):
             self.finished = stats.saved + stats.discarded
             self.reset_pub.publish(Int64(data=self.param("reset_seed") + self.finished))
         if self.recorder.done:
-            self.get_logger().info(f"saved {stats.saved} episode(s), {stats.frames} frames; discarded "
+            self.get_logger().info(f"saved {stats.saved} episode(s), {stats.frames} frames ({sum(stats.filled)} "
+                                   f"recorded twice: the loop was late); discarded "
                                    f"{stats.discarded}; camera frames repeated {stats.repeated}, skipped "
                                    f"{stats.skipped}; dataset has {self.store.episodes} episode(s)")
             raise SystemExit(0)

@@ -136,6 +136,6 @@ def run(args: argparse.Namespace) -> int:
         except (ArmError, CalibrationError, CameraError, RecordingError, OSError) as e:  # OSError: the dataset folder
             log.error("record: %s", e)
             return 1
-    log.info("saved %d episode(s), %d frames; discarded %d; dataset %s has %d episode(s)", stats.saved, stats.frames,
-             stats.discarded, rec.root, total)
+    log.info("saved %d episode(s), %d frames (%d recorded twice: the loop was late); discarded %d; dataset %s has "
+             "%d episode(s)", stats.saved, stats.frames, sum(stats.filled), stats.discarded, rec.root, total)
     return 0

@@ -161,7 +161,9 @@ def test_operator_commands_rerecord_abort_save_quit(tmp_path, follower, leader):
         for c in cameras:
             c.close()
     assert (stats.saved, stats.discarded) == (2, 3)  # re-record, abort and quit each drop the episode in progress
-    assert [load(tmp_path / "ds").meta.episodes[i]["length"] for i in range(2)] == [4, 3]
+    # A frame per tick, and one more per period a tick came late (a loaded machine): the clock's frames.
+    assert [load(tmp_path / "ds").meta.episodes[i]["length"] for i in range(2)] == [4 + stats.filled[0],
+                                                                                    3 + stats.filled[1]]
 
 
 def test_scene_graphs_are_stored_with_each_frame(tmp_path, follower, leader):
@@ -172,12 +174,37 @@ def test_scene_graphs_are_stored_with_each_frame(tmp_path, follower, leader):
         assert images["agentview"].shape == (24, 32, 3) and task == TASK
         return json.dumps({"triplets": [["black_bowl", "is_left_of", "black_stove"]]})
     try:
-        TeleopRecorder(follower, leader, [camera], s, TASK, 30, Scripted({1: START, 5: SAVE}), num_episodes=1,
-                       episode_time_s=60, scene_graph=graph).run()
+        stats = TeleopRecorder(follower, leader, [camera], s, TASK, 30, Scripted({1: START, 5: SAVE}), num_episodes=1,
+                               episode_time_s=60, scene_graph=graph).run()
     finally:
         camera.close()
     ds = load(tmp_path / "ds")
-    assert len(ds) == 4 and json.loads(ds[3]["scene_graph"])["triplets"][0][2] == "black_stove"
+    assert len(ds) == 4 + stats.filled[0] and json.loads(ds[3]["scene_graph"])["triplets"][0][2] == "black_stove"
+
+
+def test_a_late_tick_records_the_frames_the_clock_owes(tmp_path, follower, leader):
+    """A loop held up for 0.2 s (a loaded machine) still leaves frame k at k/fps: the late tick records the six
+    frames it owes with its inputs, counted as filled, instead of an episode that replays faster than it ran."""
+    camera = synthetic("agentview", False)
+    s = EpisodeStore(tmp_path / "ds", "local/test", 30, dataset_features({"agentview": (24, 32, False)}))
+    recorder = TeleopRecorder(follower, leader, [camera], s, TASK, 30, Scripted({1: START, 4: SAVE}), num_episodes=1,
+                              episode_time_s=60)
+    try:
+        recorder.tick()  # the start
+        recorder.tick()  # frame 0
+        time.sleep(0.2)
+        recorder.tick()  # 6 periods after frame 0: frames 1-6
+        frames = s.frames
+        assert frames >= 7, frames
+        recorder.tick()  # early for the clock: one frame, none owed; then the save
+        assert recorder.done and recorder.stats.frames == frames + 1 and recorder.stats.filled == [frames - 2]
+    finally:
+        camera.close()
+        s.close()
+    ds = load(tmp_path / "ds")
+    assert len(ds) == frames + 1
+    state = np.stack([ds[i]["observation.state"].numpy() for i in range(2, frames)])
+    assert np.ptp(state, axis=0).max() == 0.0  # the filled frames repeat the late tick's inputs
 
 
 def test_arm_fault_mid_episode_discards_it_and_keeps_the_saved_ones(tmp_path, rig, follower, leader):

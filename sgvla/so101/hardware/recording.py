@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import queue
 import select
@@ -300,6 +301,9 @@ class RecordStats:
     repeated: dict[str, int] = field(default_factory=dict)  # camera frames recorded twice (camera fell behind)
     skipped: dict[str, int] = field(default_factory=dict)  # camera frames never recorded (loop fell behind)
     save_seconds: list[float] = field(default_factory=list)  # per saved episode (video encoding mostly)
+    # Per saved episode, the frames recorded twice because the loop fell behind the clock: a dataset at fps keeps
+    # fps's timeline (frame k at k/fps), so a late tick records the frames it owes with its own inputs.
+    filled: list[int] = field(default_factory=list)
 
 
 class TeleopRecorder:
@@ -308,6 +312,11 @@ class TeleopRecorder:
     ``auto_start`` starts each episode ``reset_time_s`` after the previous one ended (no keys needed);
     an episode ends (saved) after ``episode_time_s`` or on the save key. A lost camera or an arm fault
     discards the episode being recorded; arm faults then end the session (torque is already off).
+
+    Frames follow the clock, not the ticks: LeRobot reads frame k of a dataset at ``fps`` as k/fps seconds in, so
+    a tick that comes late (a loaded machine, an executor busy elsewhere) records the frames it owes since the
+    episode's first frame, with its inputs repeated and counted (``stats.filled``); otherwise an episode of
+    ``episode_time_s`` would hold fewer frames and replay faster than it happened. Camera frames stay in order.
     """
 
     def __init__(self, follower: FollowerArm, leader: LeaderArm, cameras: list[Camera], store: EpisodeStore,
@@ -324,6 +333,8 @@ class TeleopRecorder:
         self._start_pending = False  # a start asked for while a camera was reconnecting
         self._phase_start = time.monotonic()
         self._last: dict[str, Frame] = {}  # per camera, the frame recorded last
+        self._first_frame_at = 0.0  # monotonic time of the episode's frame 0
+        self._filled = 0  # frames of the episode recorded twice (a late tick)
 
     def run(self) -> RecordStats:
         """Tick at the control rate until the episodes are recorded or the operator quits."""
@@ -349,9 +360,22 @@ class TeleopRecorder:
         state = self.follower.read().positions
         self.follower.command(goal)
         sent = self.follower.step() or state  # None only while holding, i.e. goal = present
-        if self.recording:
+        for _ in range(self._frames_owed() if self.recording else 0):
             self._record(state, sent)
+            if not self.recording:  # discarded (a lost camera)
+                break
         self._handle(self.keys.poll())
+
+    def _frames_owed(self) -> int:
+        """1, or more when this tick is late on the episode's clock: frame k is due at k/fps after frame 0."""
+        now = time.monotonic()
+        if not self.store.frames:
+            self._first_frame_at, self._filled = now, 0
+            return 1
+        due = math.floor((now - self._first_frame_at) / self.period + 0.5) + 1  # the frames a steady loop has
+        owed = max(1, due - self.store.frames)
+        self._filled += owed - 1
+        return owed
 
     def _record(self, state: Mapping[str, float], sent: Mapping[str, float]) -> None:
         frame = {"observation.state": np.array([state[j] for j in JOINTS], np.float32),
@@ -432,7 +456,9 @@ class TeleopRecorder:
         self.stats.saved += 1
         self.stats.frames += frames
         self.stats.save_seconds.append(time.monotonic() - started)
-        log.info("episode %d: saved, %d frames, in %.1f s", total - 1, frames, self.stats.save_seconds[-1])
+        self.stats.filled.append(self._filled)
+        late = f" ({self._filled} recorded twice: the loop fell behind {1 / self.period:g} Hz)" if self._filled else ""
+        log.info("episode %d: saved, %d frames%s, in %.1f s", total - 1, frames, late, self.stats.save_seconds[-1])
         self._stop_recording()
         self.done = self.stats.saved >= self.num_episodes
 
