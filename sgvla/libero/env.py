@@ -109,16 +109,39 @@ def without_textures(xml: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def placeholder_textures(xml: str) -> str:
+    """An MJCF whose textures are each one texel of white, by the same names and types: what a scene drawn from a
+    render model with the real textures (the ``fast`` profile) compiles for physics. The drawn scene is built
+    from the physics model (``mjv_updateScene``: a skybox is drawn only where the model has a skybox texture), the
+    texels from the render model's context, so the images stay the same, and the physics model holds no 180 MiB
+    of texture data that nothing samples."""
+    root = ET.fromstring(xml)
+    for texture in root.iter("texture"):
+        kept = {key: texture.get(key) for key in ("name", "type") if texture.get(key) is not None}
+        texture.attrib.clear()
+        texture.attrib.update(kept, builtin="flat", width="1", height="1", rgb1="1 1 1")
+    visual = root.find("visual")
+    if visual is None:
+        visual = ET.SubElement(root, "visual")
+    quality = visual.find("quality")
+    if quality is None:
+        quality = ET.SubElement(visual, "quality")
+    quality.set("shadowsize", "0")
+    quality.set("offsamples", "0")
+    return ET.tostring(root, encoding="unicode")
+
+
 @contextlib.contextmanager
-def compiled_without_textures() -> Iterator[None]:
+def compiled_with(transform: Callable[[str], str]) -> Iterator[None]:
     """robosuite compiles a scene from its MJCF in the env's constructor (and again at each hard reset) with no hook
-    before the first compile: meanwhile, its ``MjSim.from_xml_string`` compiles the MJCF `without_textures`. A
-    LIBERO-Spatial scene's textures (its bowls' and plate's are 4096x4096) hold 180 MiB of the 256 MiB model and
-    cost 380 MiB resident with their decoding: more than a simulator that renders no image needs in all."""
+    before the first compile: meanwhile, its ``MjSim.from_xml_string`` compiles ``transform(MJCF)``; with
+    `without_textures` for a simulator that renders no image: a LIBERO-Spatial scene's textures (its bowls' and
+    plate's are 4096x4096) hold 180 MiB of the 256 MiB model and cost 380 MiB resident with their decoding, more
+    than a simulator that renders no image needs in all."""
     from robosuite.utils.binding_utils import MjSim
 
     compile_ = MjSim.__dict__["from_xml_string"]
-    MjSim.from_xml_string = classmethod(lambda cls, xml: compile_.__func__(cls, without_textures(xml)))
+    MjSim.from_xml_string = classmethod(lambda cls, xml: compile_.__func__(cls, transform(xml)))
     try:
         yield
     finally:
@@ -128,7 +151,7 @@ def compiled_without_textures() -> Iterator[None]:
 @cache
 def _full_layout(bddl_file: Path) -> StateLayout:
     """Joint layout of the unmodified task scene, to project its initial states onto a reduced scene."""
-    with compiled_without_textures():
+    with compiled_with(without_textures):
         env = ControlEnv(bddl_file_name=str(bddl_file), use_camera_obs=False, has_offscreen_renderer=False)
     try:
         return state_layout(env.sim.model._model)
@@ -211,7 +234,7 @@ class SgvlaLiberoEnv:
         for robot in self._env.robots:
             robot.gripper.current_action = np.zeros(robot.gripper.dof)
         draw_with_own_context(self._env.sim)
-        self.profile.apply(self._env.sim, self._env.env.model.get_xml, self.cameras)
+        self.profile.apply(self._env.sim, self._env.env.model.get_xml, self.cameras, self.observation_height)
         sim = self._env.sim
         self.index = object_index(sim.model._model)
         self.obstacle_index = obstacle_index(sim.model._model, self.index)
@@ -230,7 +253,11 @@ class SgvlaLiberoEnv:
         return self._format_raw_obs(raw_obs)
 
     def _compiling(self) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext() if self.render_images else compiled_without_textures()
+        if not self.render_images:
+            return compiled_with(without_textures)
+        if self.profile.decimated_meshes:  # drawn from a render model, which has the textures
+            return compiled_with(placeholder_textures)
+        return contextlib.nullcontext()
 
     def _stepping(self) -> contextlib.AbstractContextManager:
         return LeanStep(self._env.env) if self.lean_step else contextlib.nullcontext()

@@ -13,6 +13,7 @@ never for learned policies.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -20,6 +21,7 @@ from functools import partial
 import mujoco
 
 from sgvla.sim.render_meshes import Decimation, render_model
+from sgvla.sim.render_textures import shrink_textures, texture_side
 
 # LIBERO's cameras see the table from a metre at 128-256 px (a pixel is 3-8 mm there), the wrist camera the fingers
 # from centimetres (meshes a camera rides on get half the tolerance).
@@ -34,34 +36,51 @@ class RenderProfile:
     msaa: bool
     hard_reset: bool  # rebuild model and renderer at every reset, as LeRobot does by default
     decimated_meshes: bool = False
+    # 2D textures at most `texture_side(image size)` texels on a side in the render model (decimated_meshes only)
+    small_textures: bool = False
 
     @property
     def changes_renderer(self) -> bool:
         return not (self.shadows and self.reflections and self.msaa) or self.decimated_meshes
 
-    def apply(self, sim, xml: Callable[[], str], cameras: Sequence[str]) -> None:
+    def apply(self, sim, xml: Callable[[], str], cameras: Sequence[str], image_size: int) -> None:
         """Apply to a robosuite ``MjSim`` whose offscreen renderer exists; ``xml`` gives the MJCF the sim was
-        compiled from and ``cameras`` are those drawn (for the render model). MSAA and meshes need a new GL
-        context; a soft reset keeps it."""
+        compiled from, ``cameras`` are those drawn (for the render model) at ``image_size`` px (for its textures).
+        MSAA and meshes need a new GL context; a soft reset keeps it."""
         context = sim._render_context_offscreen
         if context is None or not self.changes_renderer:
             return
         context.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = int(self.shadows)
         context.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = int(self.reflections)
-        rebuild = False
-        if not self.msaa and sim.model.vis.quality.offsamples != 0:
-            sim.model.vis.quality.offsamples = 0
-            rebuild = True
-        if self.decimated_meshes and getattr(context, "render_model", None) is None:
-            context.render_model = render_model(mujoco.MjSpec.from_string(xml()), sim.model._model, LIBERO_DECIMATION,
-                                                cameras)
+        rebuild = not self.msaa and sim.model.vis.quality.offsamples != 0
+        sim.model.vis.quality.offsamples = sim.model.vis.quality.offsamples if self.msaa else 0
+        new_model = self.decimated_meshes and getattr(context, "render_model", None) is None
+        if not (rebuild or new_model):
+            return
+        context.gl_ctx.make_current()
+        context.con.free()  # robosuite's context (the physics model's meshes) goes before the render model comes
+        if new_model:
+            spec = mujoco.MjSpec.from_string(xml())
+            if not self.shadows:  # no shadow is drawn: no shadow map (4096x4096 depth texels in the context)
+                spec.visual.quality.shadowsize = 0
+            if self.small_textures:
+                shrink_textures(spec, texture_side(image_size))
+            context.render_model = render_model(spec, sim.model._model, LIBERO_DECIMATION, cameras)
+            del spec
             # robosuite remakes the MuJoCo context with this method (buffer resizes too): from the render model now.
             context._set_mujoco_context_and_buffers = partial(_render_model_context, context)
-            rebuild = True
-        if rebuild:
-            context.gl_ctx.make_current()
-            context.con.free()
-            context._set_mujoco_context_and_buffers()
+        context._set_mujoco_context_and_buffers()
+        release_free_memory()
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): building a render model and its
+    context frees a compile's and a context's worth of memory (75 MiB in a LIBERO worker) that glibc otherwise keeps
+    mapped for the process's lifetime. Elsewhere (no glibc) a no-op."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def draw_with_own_context(sim) -> None:
@@ -96,7 +115,7 @@ def _render_model_context(context) -> None:
 RENDER_PROFILES: dict[str, RenderProfile] = {
     "reference": RenderProfile("reference", shadows=True, reflections=True, msaa=True, hard_reset=True),
     "fast": RenderProfile("fast", shadows=False, reflections=False, msaa=False, hard_reset=False,
-                          decimated_meshes=True),
+                          decimated_meshes=True, small_textures=True),
 }
 
 
