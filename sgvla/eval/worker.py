@@ -17,7 +17,6 @@ to give.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import logging
 import os
 import pickle
@@ -38,6 +37,7 @@ from sgvla.eval.loop import run_episode  # noqa: E402
 from sgvla.policies.serving.plan import served_policies  # noqa: E402
 from sgvla.policies.session import PolicySession  # noqa: E402
 from sgvla.scene_graph import load_ontology  # noqa: E402
+from sgvla.sim.heap import release_free_memory  # noqa: E402
 
 if TYPE_CHECKING:
     from sgvla.eval.config import EvalConfig
@@ -118,18 +118,6 @@ class Worker:
     def close_runner(self) -> None:
         self.close_backend()
         self.policies.close()
-
-
-_libc = ctypes.CDLL(None)
-_malloc_trim = getattr(_libc, "malloc_trim", None)  # glibc's
-
-
-def release_free_memory() -> None:
-    """Give the memory glibc keeps in its arenas after simulator builds (MuJoCo's compiler and the XML parsers free
-    hundreds of MiB of temporaries, which stay resident otherwise: 80 MiB of the SO101 twin's 370) back to the
-    system; nothing where the C library has no malloc_trim."""
-    if _malloc_trim is not None:
-        _malloc_trim(0)
 
 
 _worker: Worker | None = None

@@ -30,8 +30,10 @@ and seeds perturbation jitter, so a seed always gives the same scene.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import weakref
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,6 +54,7 @@ from sgvla.libero.perturbations import (
     PerturbationSet, TaskPerturbation, apply_change, apply_poses, check_scene, load_perturbations, table_bounds,
 )
 from sgvla.libero.render import RenderProfile, draw_with_own_context, render_profile
+from sgvla.sim.heap import release_free_memory
 from sgvla.libero.stepping import LeanStep, disable_unread_observables
 from sgvla.core.state import Observation, RobotState, SceneState, ground_truth_views
 from sgvla.sim.mujoco_state import (
@@ -131,21 +134,44 @@ def placeholder_textures(xml: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def compiled(xml: str) -> mujoco.MjModel:
+    """The model of an MJCF, as ``MjModel.from_xml_string`` compiles it, less what that keeps: MuJoCo's XML loader
+    holds the last parsed scene (every mesh and texture as read, 170 MiB of a LIBERO-Spatial scene without its
+    textures, twice that with them) for ``mj_saveLastXML`` until the next load, which nothing here calls. A spec
+    compiled here goes with the spec, and the compile's freed memory goes back to the system."""
+    model = mujoco.MjSpec.from_string(xml).compile()
+    release_free_memory()
+    return model
+
+
 @contextlib.contextmanager
-def compiled_with(transform: Callable[[str], str]) -> Iterator[None]:
+def compiled_with(transform: Callable[[str], str] | None = None) -> Iterator[None]:
     """robosuite compiles a scene from its MJCF in the env's constructor (and again at each hard reset) with no hook
-    before the first compile: meanwhile, its ``MjSim.from_xml_string`` compiles ``transform(MJCF)``; with
-    `without_textures` for a simulator that renders no image: a LIBERO-Spatial scene's textures (its bowls' and
-    plate's are 4096x4096) hold 180 MiB of the 256 MiB model and cost 380 MiB resident with their decoding, more
-    than a simulator that renders no image needs in all."""
+    before the first compile: meanwhile, its ``MjSim.from_xml_string`` compiles ``transform(MJCF)`` (the MJCF
+    itself by default) with `compiled`; with `without_textures` for a simulator that renders no image: a
+    LIBERO-Spatial scene's textures (its bowls' and plate's are 4096x4096) hold 180 MiB of the 256 MiB model and
+    cost 380 MiB resident with their decoding, more than a simulator that renders no image needs in all."""
     from robosuite.utils.binding_utils import MjSim
 
     compile_ = MjSim.__dict__["from_xml_string"]
-    MjSim.from_xml_string = classmethod(lambda cls, xml: compile_.__func__(cls, transform(xml)))
+    MjSim.from_xml_string = classmethod(lambda cls, xml: cls(compiled(transform(xml) if transform else xml)))
     try:
         yield
     finally:
         MjSim.from_xml_string = compile_
+
+
+_RENDERING: weakref.WeakSet[SgvlaLiberoEnv] = weakref.WeakSet()
+
+
+@cache
+def _close_rendering_envs_at_exit() -> None:
+    """Close the envs still open when the process ends, before robosuite ends EGL: robosuite registers
+    ``eglTerminate`` at exit when it makes the process's first GL context, so it runs before any closer registered
+    earlier (a pool worker's), and its render contexts, freed after it, printed an ``EGL_NOT_INITIALIZED``
+    traceback per context at every rendering worker's exit. Registered right after that first context, this runs
+    first."""
+    atexit.register(lambda: [env.close() for env in list(_RENDERING)])
 
 
 @cache
@@ -213,6 +239,9 @@ class SgvlaLiberoEnv:
                 env = ControlEnv(**kwargs, use_camera_obs=False, has_offscreen_renderer=False)
             env.reset()
         self._env = env
+        if self.render_images:
+            _RENDERING.add(self)
+            _close_rendering_envs_at_exit()
         if self.lean_step:
             disable_unread_observables(env.env, self.cameras if self.render_images else ())
         reduced = state_layout(env.sim.model._model)
@@ -257,7 +286,7 @@ class SgvlaLiberoEnv:
             return compiled_with(without_textures)
         if self.profile.decimated_meshes:  # drawn from a render model, which has the textures
             return compiled_with(placeholder_textures)
-        return contextlib.nullcontext()
+        return compiled_with()
 
     def _stepping(self) -> contextlib.AbstractContextManager:
         return LeanStep(self._env.env) if self.lean_step else contextlib.nullcontext()

@@ -13,13 +13,13 @@ never for learned policies.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 import mujoco
 
+from sgvla.sim.heap import release_free_memory
 from sgvla.sim.render_meshes import Decimation, render_model
 from sgvla.sim.render_textures import shrink_textures, texture_side
 
@@ -71,16 +71,6 @@ class RenderProfile:
             context._set_mujoco_context_and_buffers = partial(_render_model_context, context)
         context._set_mujoco_context_and_buffers()
         release_free_memory()
-
-
-def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): building a render model and its
-    context frees a compile's and a context's worth of memory (75 MiB in a LIBERO worker) that glibc otherwise keeps
-    mapped for the process's lifetime. Elsewhere (no glibc) a no-op."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def draw_with_own_context(sim) -> None:

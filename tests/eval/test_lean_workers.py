@@ -1,7 +1,7 @@
 """The import boundary of a simulator worker: a worker process (`sgvla.eval.worker.init_worker` and `run_in_worker` in a
 fresh interpreter, as a spawned pool process runs them) whose policies are served or scripted holds no torch, transformers or LeRobot policy code after
-running an episode, and stays small: an SO101 twin's worker within 400 MiB resident, a LIBERO-Spatial worker within
-700 MiB (issue 40). What each worker held, its peak resident memory and how long it took to start are printed
+running an episode, and stays small: an SO101 twin's worker within 400 MiB resident, a LIBERO-Spatial worker that
+renders its two cameras at 64 px (the fast profile: what a served learned policy needs) within 700 MiB (issue 40). What each worker held, its peak resident memory and how long it took to start are printed
 (`pytest -s`) for the issue's table.
 
 LIBERO's worker held torch and transformers (1.8 GiB peak) while its backend was LeRobot's `LiberoEnv`, whose module
@@ -57,12 +57,12 @@ print("DONE " + json.dumps({**held(), "record": record}), flush=True)
 
 
 def plan_for(suite: str, out: Path, serve: str) -> EvalConfig:
-    suites = {"twin": ({"type": "so101_twin"}, "none"),
-              "libero": ({"type": "libero_spatial", "render_profile": "fast", "image_size": 64}, "table7")}
-    settings, perturbations = suites[suite]
+    suites = {"twin": ({"type": "so101_twin"}, "none", False),
+              "libero": ({"type": "libero_spatial", "render_profile": "fast", "image_size": 64}, "table7", True)}
+    settings, perturbations, render_images = suites[suite]
     return from_mapping(EvalConfig, dict(
         name=f"lean-{suite}", suite=settings, policies=[{"type": "prompt_grounded"}], tasks=[0],
-        perturbations=perturbations, modes=["standard"], episodes=1, max_steps=20, workers=2, render_images=False,
+        perturbations=perturbations, modes=["standard"], episodes=1, max_steps=20, workers=2, render_images=render_images,
         output_dir=str(out / "run"), policy_server={"serve": serve}))
 
 
