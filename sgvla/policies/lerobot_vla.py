@@ -179,7 +179,7 @@ class LeRobotPolicy:
     def reset_session(self, session: _Session, prompt: str, seed: int | None) -> None:
         session.queue.clear()
         session.state = session.received_text = session.received_ids = None
-        session.generator = seeded_generator(seed)
+        session.generator = seeded_generator(seed, self.policy.config.device)
         coeff = getattr(self.cfg, "temporal_ensemble_coeff", None)
         if coeff is not None:  # ACT's temporal ensembling: a chunk every step, averaged per episode
             from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
@@ -199,8 +199,8 @@ class LeRobotPolicy:
                 batch = stack_batches([prepared[i][0] for i in need], *self._padding)
                 extra = {}
                 if self._noise_shape is not None:
-                    noise = [torch.randn(self._noise_shape, generator=sessions[i].generator) for i in need]
-                    extra["noise"] = torch.cat(noise).to(self.policy.config.device)
+                    extra["noise"] = episode_noise(self._noise_shape, [sessions[i].generator for i in need],
+                                                   self.policy.config.device)
                 with torch.inference_mode():
                     chunks = self.policy.predict_action_chunk(batch, **extra)
                 for row, i in enumerate(need):
@@ -300,14 +300,27 @@ def noise_shape(policy: Any) -> tuple[int, int, int] | None:
     return (1, policy.config.chunk_size, policy.config.max_action_dim)
 
 
-def seeded_generator(seed: int | None) -> torch.Generator:
-    """An episode's noise stream: seeded by its seed, or at random without one."""
-    generator = torch.Generator()
+def seeded_generator(seed: int | None, device: str | torch.device = "cpu") -> torch.Generator:
+    """An episode's noise stream on the policy's device: seeded by its seed, or at random without one."""
+    generator = torch.Generator(device=device)
     if seed is None:
         generator.seed()
     else:
         generator.manual_seed(seed)
     return generator
+
+
+def episode_noise(shape: tuple[int, ...], generators: Sequence[torch.Generator | None],
+                  device: str | torch.device) -> torch.Tensor:
+    """The noise of one chunk for each episode of a batch, stacked: each drawn from its episode's generator (None:
+    torch's global one) on the policy's device, standard normal float32, as LeRobot's `sample_noise` draws it.
+
+    Why this call on this device: after ``torch.manual_seed(seed)``, LeRobot's ``torch.normal(0, 1, size)`` on the
+    global generator is ``torch.randn(size, generator=<seeded by seed>)`` on the same device (the same normal_
+    kernel from the same state; bit for bit on the CPU, tests/lerobot_plugins/test_env_noise.py), so `lerobot-eval`
+    with ``--env.seed_noise=true`` (`lerobot_env_sgvla`) draws the noise `sgvla eval` draws for the same episode.
+    Noise drawn on the CPU and moved to CUDA could not be LeRobot's, which CUDA's own generator draws there."""
+    return torch.cat([torch.randn(shape, generator=g, device=device, dtype=torch.float32) for g in generators])
 
 
 def stack_batches(observations: list[dict[str, Any]], pad_token_id: int = 0, padding_side: str = "right"

@@ -116,7 +116,7 @@ class So101Checkpoint:
                generators: Sequence[Any] | None = None) -> list[np.ndarray]:
         """`chunk` of several episodes in one forward pass; each flow-matching episode's noise from its generator
         (None: drawn at random)."""
-        from sgvla.policies.lerobot_vla import stack_batches
+        from sgvla.policies.lerobot_vla import episode_noise, stack_batches
 
         from sgvla.policies.checkpoint import use_threads
 
@@ -129,8 +129,7 @@ class So101Checkpoint:
             extra = {}
             if self.noise_shape is not None:
                 generators = generators or [None] * len(observations)
-                extra["noise"] = torch.cat([torch.randn(self.noise_shape, generator=g) for g in generators]).to(
-                    self.device)
+                extra["noise"] = episode_noise(self.noise_shape, generators, self.device)
             actions = self.policy.predict_action_chunk(batch, **extra)
             if actions.ndim == 2:
                 actions = actions.unsqueeze(0)
@@ -273,7 +272,7 @@ class So101LeRobotPolicy:
     def reset_session(self, session: So101Session, prompt: str, seed: int | None) -> None:
         from sgvla.policies.lerobot_vla import seeded_generator
 
-        session.queue, session.generator = [], seeded_generator(seed)
+        session.queue, session.generator = [], seeded_generator(seed, self.checkpoint.device)
 
     def act_batch(self, sessions: Sequence[So101Session], steps: Sequence[Any]) -> list[np.ndarray]:
         due = [i for i, session in enumerate(sessions) if not session.queue]

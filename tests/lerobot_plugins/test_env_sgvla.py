@@ -4,10 +4,9 @@ In process: LeRobot's plugin discovery registers the env types; a bad option fai
 the valid choices; on the SO101 twin (a quick MuJoCo scene) the ``scene_graph`` task string is the graph of the scene
 as it is now, rebuilt after the scene changed, and ``standard``'s is the task alone. Then the equivalence: the same
 seeds give the same episodes through the real ``lerobot-eval`` (its console script, a subprocess) and through
-``sgvla eval``'s runner, for a tiny ACT on LIBERO-Spatial. ACT is the learned policy whose actions are the same in
-both loops: it draws nothing at inference (no VAE sampling, no noise), whereas a flow-matching policy (SmolVLA) draws
-its noise from the global torch generator in LeRobot's loop (seeded once per run) and from a generator seeded by the
-episode in sgvla's, so its actions, and possibly its success, differ between the loops by design.
+``sgvla eval``'s runner, for a tiny ACT on LIBERO-Spatial. ACT draws nothing at inference (no VAE sampling, no
+noise), so its actions are the same in both loops as they are; a flow-matching policy (SmolVLA) draws its noise from
+torch's global generator in LeRobot's loop and needs ``--env.seed_noise=true`` for that (test_env_noise.py).
 """
 
 from __future__ import annotations

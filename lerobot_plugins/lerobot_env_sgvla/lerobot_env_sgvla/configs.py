@@ -13,6 +13,26 @@ Observations follow LeRobot's conventions for the embodiment: ``sgvla_libero`` i
 (``pixels`` ``image``/``image2``, ``robot_state``; the same features, features map and env processors: LeRobot
 LIBERO policies fit it); ``sgvla_so101_twin`` gives ``agent_pos`` and takes actions in LeRobot's SO101 units
 (degrees, gripper 0..100) and ``pixels`` per camera (upright), as `sgvla record` writes SO101 datasets.
+
+The noise (``seed_noise``). A flow-matching policy (SmolVLA, pi0, pi05) starts each chunk from Gaussian noise.
+`sgvla eval` draws it from a generator of each episode, seeded by the episode's seed
+(`sgvla.policies.lerobot_vla.episode_noise`), so an episode's actions depend on its seed alone, not on what ran
+before it or shares its batch. LeRobot's loop draws it with `sample_noise` from torch's global generator, seeded once
+per run by ``--seed``: episode k's noise follows the draws of episodes 0..k-1. With
+``seed_noise`` the env seeds that global generator with the episode's seed at the end of every reset (LeRobot's
+rollout: ``policy.reset()``, ``env.reset(seed=...)``, then ``select_action``), and the global draw after
+``torch.manual_seed(seed)`` is the seeded generator's draw, bit for bit on the CPU (the same call on the same
+device), so both loops give each episode the same noise, chunk after chunk, and the same actions.
+
+It holds at ``--eval.batch_size=1`` with ``max_parallel_tasks=1``, when nothing else in lerobot-eval's process draws
+from torch's global generator between chunks (LeRobot's loop, its processors and these policies' inference draw
+nothing else; sgvla's graph sources decode greedily). A batch of envs draws one noise tensor for all its episodes
+and parallel tasks share the generator: both are refused with one line, never a silent mismatch.
+
+Off by default: reseeding a process-wide generator from inside an env is a side effect a LeRobot user does not
+expect from ``--env.*``, it changes what ``--seed`` means for the policy, and it would refuse LeRobot's usual
+``--eval.batch_size`` > 1. Turn it on to compare a flow-matching policy's actions with `sgvla eval`'s (`sgvla
+compare`); deterministic policies (ACT, the scripted ones) match without it.
 """
 
 from __future__ import annotations
@@ -63,9 +83,17 @@ class SgvlaEnvConfig(EnvConfig):
     # `sgvla eval` counts them with the policy it runs: the filler's length, the records' prompt_tokens/prompt_budget/
     # triplets_kept/prompt_truncated. "": words are counted, no budget is recorded.
     tokenizer_from: str = ""
+    # Each reset seeds torch's global generator with the episode's seed, so a flow-matching policy (SmolVLA, pi0,
+    # pi05) draws the noise `sgvla eval` draws for that episode (the module docstring says where that holds and
+    # why it is off by default).
+    seed_noise: bool = False
 
     def __post_init__(self) -> None:
         self.plan()  # every option checked, with the valid choices in the message
+        if self.seed_noise and self.max_parallel_tasks > 1:
+            raise ValueError(f"seed_noise needs max_parallel_tasks=1 (got {self.max_parallel_tasks}): tasks run in "
+                             "parallel threads share torch's global generator, so one task's draws would shift "
+                             "another's noise")
         if self.tokenizer_from:
             from sgvla.policies.checkpoint import checkpoint_path
 
@@ -98,6 +126,10 @@ class SgvlaEnvConfig(EnvConfig):
 
         if n_envs < 1:
             raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+        if self.seed_noise and n_envs > 1:
+            raise ValueError(f"seed_noise needs --eval.batch_size=1 (got {n_envs}): a batch of envs draws one noise "
+                             "tensor for all its episodes from torch's global generator, which one seed per episode "
+                             "cannot give")
         plan = self.plan()
         validate(plan)  # the graph source's environment (a VLM client's file, its API key), as `sgvla eval` does
         envs = {}

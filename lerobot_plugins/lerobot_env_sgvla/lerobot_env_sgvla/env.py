@@ -14,6 +14,8 @@ With ``records`` set, every episode a rollout starts with a seed ends as one sgv
 (success, steps, the first prompt, graph sizes, progress, stages, failure class), as `sgvla eval` writes them; with
 ``record_actions`` also the actions as the backend stepped them (`actions`). Every record holds the digest of the
 actions as the backend stepped them (`action_digest`, `sgvla.core.action_digest`), as `sgvla eval`'s records do.
+With ``seed_noise`` every reset seeds torch's global generator with the episode's seed, so a flow-matching policy
+draws the noise it draws in `sgvla eval` (`lerobot_env_sgvla.configs` says where that holds).
 
 With ``privileged`` the observation also holds what sgvla's scripted policies read (the scene, the goal, the
 episode's identity: `lerobot_env_sgvla.privileged`), so `lerobot_policy_sgvla` can run them in LeRobot's loop.
@@ -135,6 +137,10 @@ class SgvlaEnv(gym.Env):
         self.engine.start(self.backend.task, Step(obs, scene), reference)
         self.task_description = self.engine.context.prompt
         self._images = obs.images
+        if self.config.seed_noise:  # last: the policy's next draw is this episode's first noise (configs' docstring)
+            import torch
+
+            torch.manual_seed(self._seed)
         return self._observation(obs.raw, scene), {"is_success": False}
 
     def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
