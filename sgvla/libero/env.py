@@ -38,7 +38,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -123,14 +123,6 @@ def placeholder_textures(xml: str) -> str:
         kept = {key: texture.get(key) for key in ("name", "type") if texture.get(key) is not None}
         texture.attrib.clear()
         texture.attrib.update(kept, builtin="flat", width="1", height="1", rgb1="1 1 1")
-    visual = root.find("visual")
-    if visual is None:
-        visual = ET.SubElement(root, "visual")
-    quality = visual.find("quality")
-    if quality is None:
-        quality = ET.SubElement(visual, "quality")
-    quality.set("shadowsize", "0")
-    quality.set("offsamples", "0")
     return ET.tostring(root, encoding="unicode")
 
 
@@ -144,6 +136,28 @@ def compiled(xml: str) -> mujoco.MjModel:
     return model
 
 
+def saved_xml(xml: str, original: str, model: mujoco.MjModel) -> str:
+    """robosuite's ``MjModel.get_xml`` (what demonstrations and annotations record) for a model `compiled` from
+    ``xml``, a transform of robosuite's ``original`` MJCF: ``mj_saveLastXML`` writes MuJoCo's last loaded scene
+    with ``model``'s values copied back (robosuite's placements and hidden sites; only onto the scene ``model`` was
+    compiled from), so ``xml`` is loaded first, as robosuite's own compile did, and a placeholder-textured scene
+    gets its textures back from ``original`` (a scene without textures keeps none, as since 8d2e88f). Only where a
+    scene is recorded, never in an evaluation worker."""
+    mujoco.MjModel.from_xml_string(xml)
+    with tempfile.TemporaryDirectory(prefix="sgvla_xml_") as folder:
+        path = Path(folder) / "model.xml"
+        mujoco.mj_saveLastXML(str(path), model)
+        saved = path.read_text(encoding="utf-8")
+    root = ET.fromstring(saved)
+    textures, sources = list(root.iter("texture")), list(ET.fromstring(original).iter("texture"))
+    if xml is original or len(textures) != len(sources):
+        return saved
+    for texture, source in zip(textures, sources):  # placeholder_textures keeps every texture, in order
+        texture.attrib.clear()
+        texture.attrib.update(source.attrib)
+    return ET.tostring(root, encoding="unicode")
+
+
 @contextlib.contextmanager
 def compiled_with(transform: Callable[[str], str] | None = None) -> Iterator[None]:
     """robosuite compiles a scene from its MJCF in the env's constructor (and again at each hard reset) with no hook
@@ -153,8 +167,14 @@ def compiled_with(transform: Callable[[str], str] | None = None) -> Iterator[Non
     cost 380 MiB resident with their decoding, more than a simulator that renders no image needs in all."""
     from robosuite.utils.binding_utils import MjSim
 
+    def from_xml_string(cls, xml: str) -> MjSim:
+        made = transform(xml) if transform else xml
+        sim = cls(compiled(made))
+        sim.model.get_xml = partial(saved_xml, made, xml, sim.model._model)
+        return sim
+
     compile_ = MjSim.__dict__["from_xml_string"]
-    MjSim.from_xml_string = classmethod(lambda cls, xml: cls(compiled(transform(xml) if transform else xml)))
+    MjSim.from_xml_string = classmethod(from_xml_string)
     try:
         yield
     finally:

@@ -11,8 +11,8 @@ settings, survives resets. It is for the scripted expert and regression runs,
 never for learned policies.
 
 ``fast`` is also what keeps a rendering simulator worker small (issue 40: 1.95 GiB resident before, 650 MiB at
-64 px): the physics model compiles with one-texel placeholder textures and no shadow map or MSAA buffers (the drawn
-scene comes from the render model's context, which holds the textures), the render model has no shadow map
+64 px): the physics model compiles with one-texel placeholder textures (the drawn scene comes from the render
+model's context, which holds the textures), the render model has no shadow map
 (shadows are off) and its 2D textures at most 4 texels per image pixel (:mod:`sgvla.sim.render_textures`: the bowls'
 and plate's 4096x4096 become 256x256 at 64 px; at 64 px, a fifth of the pixels move by at most 2 levels), and
 robosuite's own context is freed before the render model is made.
