@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -114,27 +114,35 @@ class _Arm:
         until it has failed for ``fault_after_s``; then, or at once for other errors, a fault (torque off,
         ArmFault). No goal is sent meanwhile: the servos hold the last one."""
         self._require_connected()
-        failing_since, reads = None, 0
+        values = self._tolerant(self._read_values, "read")
+        self.last_state = ArmState({j: float(values[action_key(j)]) for j in JOINTS}, time.monotonic())
+        return self.last_state
+
+    def _tolerant[T](self, operation: Callable[[], T], what: str) -> T:
+        """``operation`` on the bus, tried again while the line is silent or garbles replies, for up to
+        ``fault_after_s`` (a host that did not run the bus's reader for a second is no fault of the arm); then, or
+        at once for other errors, a fault. Every bus exchange that waits for a reply goes through here: reads, the
+        torque switch and the hold of a managed node's activation."""
+        failing_since, tries = None, 0
         while True:
             try:
-                values = self._read_values()
+                result = operation()
                 break
             except SILENT_BUS as e:
-                reads += 1
+                tries += 1
                 now = time.monotonic()
                 if failing_since is None:
                     failing_since = now
-                    log.warning("%s arm on %s: a read failed (%s); trying again for up to %g s", self.role,
-                                self.config.port, str(e).strip(), self.config.fault_after_s)
+                    log.warning("%s arm on %s: a %s failed (%s); trying again for up to %g s", self.role,
+                                self.config.port, what, str(e).strip(), self.config.fault_after_s)
                 if now - failing_since >= self.config.fault_after_s:
-                    self._fault(e, f"for {now - failing_since:.1f} s, {reads} read(s)")
+                    self._fault(e, f"for {now - failing_since:.1f} s, {tries} {what}(s)")
             except BUS_ERRORS as e:
-                self._fault(e, f"{reads + 1} read(s)")
-        if reads:
+                self._fault(e, f"{tries + 1} {what}(s)")
+        if tries:
             log.warning("%s arm on %s: the bus answers again after %.2f s", self.role, self.config.port,
                         time.monotonic() - failing_since)
-        self.last_state = ArmState({j: float(values[action_key(j)]) for j in JOINTS}, time.monotonic())
-        return self.last_state
+        return result
 
     def close(self) -> None:
         """Torque off and release the port (also after a fault)."""
@@ -152,7 +160,7 @@ class _Arm:
 
     def _fault(self, error: Exception, how_long: str = "") -> NoReturn:
         """Torque off where motors answer, port closed, ArmFault naming the silent motors. ``how_long``: how long
-        reads failed (:meth:`read`); other bus operations say nothing."""
+        an exchange that waits for a reply failed (:meth:`_tolerant`); other bus operations say nothing."""
         silent = self._silent_motors()
         self._release()
         if len(silent) == len(JOINTS):
@@ -266,12 +274,9 @@ class FollowerArm(_Arm):
         self._require_connected()
         if enabled:
             self.hold()
-        bus = self.device.bus
-        try:
-            bus.enable_torque(num_retry=self.config.read_retries) if enabled else bus.disable_torque(
-                num_retry=self.config.read_retries)
-        except BUS_ERRORS as e:
-            self._fault(e)
+        bus, retries = self.device.bus, self.config.read_retries
+        self._tolerant(lambda: bus.enable_torque(num_retry=retries) if enabled else bus.disable_torque(
+            num_retry=retries), "torque write")
         self.watchdog = Watchdog(self.safety.command_timeout_s)  # no old command counts as fresh
         self.target = {}
 
@@ -279,9 +284,10 @@ class FollowerArm(_Arm):
         """Stop where the arm is: goal := present position, in raw encoder steps (no rounding)."""
         self._require_connected()
         bus = self.device.bus
+        present = self._tolerant(lambda: bus.sync_read("Present_Position", normalize=False,
+                                                       num_retry=self.config.read_retries), "read")
         try:
-            bus.sync_write("Goal_Position", bus.sync_read("Present_Position", normalize=False,
-                                                          num_retry=self.config.read_retries), normalize=False)
+            bus.sync_write("Goal_Position", present, normalize=False)
         except BUS_ERRORS as e:
             self._fault(e)
         self.target = {}
