@@ -33,8 +33,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import weakref
 import tempfile
+import weakref
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,9 +54,9 @@ from sgvla.libero.perturbations import (
     PerturbationSet, TaskPerturbation, apply_change, apply_poses, check_scene, load_perturbations, table_bounds,
 )
 from sgvla.libero.render import RenderProfile, draw_with_own_context, render_profile
-from sgvla.sim.heap import release_free_memory
 from sgvla.libero.stepping import LeanStep, disable_unread_observables
 from sgvla.core.state import Observation, RobotState, SceneState, ground_truth_views
+from sgvla.sim.heap import release_free_memory
 from sgvla.sim.mujoco_state import (
     CameraRig, ObjectIndex, ObstacleIndex, StateLayout, geom_batch, geom_poses, object_index, object_positions,
     obstacle_boxes, obstacle_index, project_state, state_layout,
