@@ -8,6 +8,7 @@ behave as tests/policies/test_prompt_budget.py and test_lerobot_vla.py establish
 `benchmarks/bench_pi_forward.py` gives the forward time and memory."""
 
 import gc
+import os
 
 import numpy as np
 import psutil
@@ -15,12 +16,16 @@ import pytest
 
 from sgvla.core.protocols import StepInput
 from sgvla.policies.registry import make_policy
+from sgvla.sim.heap import release_free_memory
 
 pytestmark = pytest.mark.slow
 
-# LeRobot's load builds the model in float32 before its bfloat16 conversion (15.4 GiB for pi05), beside make test's
-# other worker: more than this 24 GiB machine can give safely (the first run here took 7.5 min, then failed).
-NEEDS = 24 * 2**30
+# LeRobot's load builds the model in float32 before its bfloat16 conversion (15.4 GiB for pi05; the process peaks at
+# 18.6 GiB). Beside make test's other xdist worker that is more than this 24 GiB machine can give safely (the first
+# run here took 7.5 min, then failed), so make test skips it here; run alone (`pytest tests/policies/test_pi_forward.py`,
+# no other worker) it needs the peak and some room.
+ALONE = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) <= 1
+NEEDS = (20 if ALONE else 24) * 2**30
 BUDGETS = {"pi0": 48, "pi05": 200}
 
 
@@ -33,6 +38,8 @@ def small_pi(tmp_path_factory):
 
     def get(kind: str):
         if kind not in built:
+            gc.collect()
+            release_free_memory()  # the other kind's model, freed but kept by glibc's arenas
             if psutil.virtual_memory().available < NEEDS:
                 pytest.skip(f"building the smallest real {kind} needs about {NEEDS // 2**30} GiB free")
             built[kind] = BUILDERS[kind](tmp_path_factory.mktemp(kind) / kind)
